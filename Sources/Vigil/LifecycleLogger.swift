@@ -1,0 +1,110 @@
+import Logging
+import VigilLifecycle
+import VigilSystemd
+
+/// Logs every lifecycle record as one entry with its `MESSAGE_ID` and `VIGIL_*` fields, so that
+/// `journalctl MESSAGE_ID=…` and `journalctl VIGIL_EVENT=reload` find them.
+///
+/// Fields: `VIGIL_EVENT` (started, reload-applied, …), `VIGIL_GENERATION`, `VIGIL_REASON`,
+/// `VIGIL_DURATION_USEC`, `VIGIL_LISTENER`, `VIGIL_VERSION`, `VIGIL_PID`, `VIGIL_UPTIME_USEC`.
+public struct LifecycleLogger: LifecycleObserver {
+    private let logger: Logger
+    private let version: String
+
+    /// Creates an observer that logs to `logger`; `version` goes into the started entry.
+    public init(logger: Logger, version: String) {
+        self.logger = logger
+        self.version = version
+    }
+
+    public func observe(_ record: LifecycleRecord) {
+        switch record {
+        case .started(let generation, let timeToReady):
+            log(
+                .notice,
+                "Started \(version) in \(timeToReady.milliseconds) ms, configuration generation \(generation)",
+                .started,
+                "started",
+                [
+                    "generation": "\(generation)", "duration_usec": "\(timeToReady.microseconds)",
+                    "version": "\(version)", "pid": "\(getpid())",
+                ]
+            )
+        case .startFailed(let listener, let reason):
+            log(
+                .critical,
+                "Start-up failed in \(listener): \(reason)",
+                .startFailed,
+                "start-failed",
+                ["listener": "\(listener)", "reason": "\(reason)"]
+            )
+        case .reloadApplied(let generation, let duration):
+            log(
+                .notice,
+                "Reload applied: configuration generation \(generation) is now in force",
+                .reloadApplied,
+                "reload-applied",
+                ["generation": "\(generation)", "duration_usec": "\(duration.microseconds)"]
+            )
+        case .reloadRejected(let rejection, let generation, let duration):
+            log(
+                .error,
+                "Reload rejected by \(rejection.listener): \(rejection.reason). Still running generation \(generation).",
+                .reloadRejected,
+                "reload-rejected",
+                [
+                    "generation": "\(generation)", "listener": "\(rejection.listener)", "reason": "\(rejection.reason)",
+                    "duration_usec": "\(duration.microseconds)",
+                ]
+            )
+        case .userSignal(let signal):
+            log(.info, "Handled \(signal)", .userSignal, "user-signal", ["signal": "\(signal)"])
+        case .stopping(let reason):
+            log(.notice, "Stopping (\(reason))", .stopping, "stopping", ["reason": "\(reason)"])
+        case .stopped(let uptime):
+            log(
+                .notice,
+                "Stopped after \(uptime.components.seconds) s",
+                .stopped,
+                "stopped",
+                ["uptime_usec": "\(uptime.microseconds)"]
+            )
+        case .listenerFailed:
+            break  // the mediator logs these itself, with the listener's name
+        case .fatalFault(let listener, let reason):
+            log(
+                .critical,
+                "Fatal fault in \(listener): \(reason); asking systemd to restart the daemon",
+                .watchdogFault,
+                "fatal-fault",
+                ["listener": "\(listener)", "reason": "\(reason)"]
+            )
+        }
+    }
+
+    private func log(
+        _ level: Logger.Level,
+        _ message: String,
+        _ id: LifecycleMessageID,
+        _ event: String,
+        _ fields: [String: String]
+    ) {
+        var metadata: Logger.Metadata = ["MESSAGE_ID": .string(id.rawValue), "VIGIL_EVENT": .string(event)]
+        for (key, value) in fields { metadata["VIGIL_" + key.uppercased()] = .string(value) }
+        logger.log(level: level, "\(message)", metadata: metadata)
+    }
+}
+
+extension Duration {
+    var microseconds: Int64 {
+        components.seconds * 1_000_000 + components.attoseconds / 1_000_000_000_000
+    }
+
+    var milliseconds: Int64 { microseconds / 1000 }
+}
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif

@@ -1,0 +1,72 @@
+/// Orders listeners so that each comes after everything it depends on.
+///
+/// Stable: among listeners whose dependencies are met, declaration order wins, so a group with
+/// no dependencies runs in the order it was built.
+enum DependencyOrder {
+    private enum Mark { case none, visiting, done }
+
+    /// Returns `items` in dependency order, or throws a ``ListenerGroupError`` naming a
+    /// duplicate, a missing dependency, or the cycle.
+    ///
+    /// - Parameter external: names that count as satisfied from outside (a composite's parent).
+    static func sort<Item>(
+        _ items: [Item],
+        name: (Item) -> String,
+        dependencies: (Item) -> [String],
+        external: Set<String> = []
+    ) throws -> [Item] {
+        var index: [String: Int] = [:]
+        for (position, item) in items.enumerated() {
+            let itemName = name(item)
+            if index.updateValue(position, forKey: itemName) != nil {
+                throw ListenerGroupError(
+                    .duplicateListener,
+                    "Two listeners are named '\(itemName)'. Give each listener a unique name.",
+                    listener: itemName
+                )
+            }
+        }
+        var edges: [[Int]] = Array(repeating: [], count: items.count)
+        for (position, item) in items.enumerated() {
+            for dependency in dependencies(item) where !external.contains(dependency) {
+                guard let target = index[dependency] else {
+                    let known = index.keys.sorted().map { "'\($0)'" }.joined(separator: ", ")
+                    throw ListenerGroupError(
+                        .missingDependency,
+                        "Listener '\(name(item))' depends on '\(dependency)', which is not in the group "
+                            + "(listeners: \(known)). Add it, or remove the dependency.",
+                        listener: name(item)
+                    )
+                }
+                edges[position].append(target)
+            }
+        }
+        // Depth-first, visiting dependencies before dependants, in declaration order.
+        var marks = Array(repeating: Mark.none, count: items.count)
+        var order: [Item] = []
+        order.reserveCapacity(items.count)
+        var path: [Int] = []
+        func visit(_ node: Int) throws {
+            switch marks[node] {
+            case .done: return
+            case .visiting:
+                let start = path.firstIndex(of: node)!
+                let cycle = (path[start...] + [node]).map { name(items[$0]) }.joined(separator: " → ")
+                throw ListenerGroupError(
+                    .dependencyCycle,
+                    "Listener dependencies form a cycle: \(cycle). Break it by removing one of these dependencies.",
+                    listener: name(items[node])
+                )
+            case .none:
+                marks[node] = .visiting
+                path.append(node)
+                for dependency in edges[node] { try visit(dependency) }
+                path.removeLast()
+                marks[node] = .done
+                order.append(items[node])
+            }
+        }
+        for node in items.indices { try visit(node) }
+        return order
+    }
+}

@@ -1,0 +1,48 @@
+/// One thing that happens to a daemon, as its listeners hear it.
+///
+/// An open set, modelled on `UnixSignal`: a struct around a private enum, so new events can be
+/// added without breaking `switch`es in daemon code.
+public struct LifecycleEvent: Hashable, Sendable, CustomStringConvertible {
+    private enum Wrapped: Hashable, Sendable {
+        case start
+        case reload
+        case userSignal(ProcessSignal)
+        case terminate(TerminationReason)
+        case healthProbe
+    }
+
+    private let wrapped: Wrapped
+
+    private init(_ wrapped: Wrapped) { self.wrapped = wrapped }
+
+    /// The daemon is starting: start-up commands run, then listeners start in dependency order.
+    public static let start = Self(.start)
+    /// Reload the configuration (`SIGHUP` by default): two-phase, prepare then commit or abort.
+    public static let reload = Self(.reload)
+    /// A user signal arrived (`SIGUSR1` by default; `SIGUSR2` can be mapped too).
+    public static func userSignal(_ signal: ProcessSignal) -> Self { Self(.userSignal(signal)) }
+    /// Stop: listeners stop in reverse dependency order.
+    public static func terminate(_ reason: TerminationReason) -> Self { Self(.terminate(reason)) }
+    /// The watchdog's probe: a round trip through the mediator that proves it is not wedged.
+    public static let healthProbe = Self(.healthProbe)
+
+    /// A short lower-case name for logs and journal fields: `start`, `reload`, `user-signal`,
+    /// `terminate`, `health-probe`.
+    public var name: String {
+        switch wrapped {
+        case .start: "start"
+        case .reload: "reload"
+        case .userSignal: "user-signal"
+        case .terminate: "terminate"
+        case .healthProbe: "health-probe"
+        }
+    }
+
+    public var description: String {
+        switch wrapped {
+        case .start, .reload, .healthProbe: name
+        case .userSignal(let signal): "user-signal(\(signal))"
+        case .terminate(let reason): "terminate(\(reason))"
+        }
+    }
+}

@@ -1,0 +1,32 @@
+/// How long one listener may take for each hook before it is isolated as overrunning.
+///
+/// Keep the sum of start budgets under the unit's `TimeoutStartSec=` (the mediator sends
+/// `EXTEND_TIMEOUT_USEC=` while a step legitimately runs long), the sum of terminate budgets
+/// under `TimeoutStopSec=`, and the reload and health budgets under half of `WatchdogSec=`.
+public struct ListenerBudgets: Sendable, Hashable {
+    /// Start-up commands and `start`.
+    public var start: Duration
+    /// Each reload phase (prepare, commit, abort).
+    public var reload: Duration
+    /// `userSignal`.
+    public var userSignal: Duration
+    /// `terminate`.
+    public var terminate: Duration
+    /// `checkHealth`, the watchdog's probe.
+    public var health: Duration
+
+    /// Creates budgets; the defaults suit a unit with the default 90 s timeouts.
+    public init(
+        start: Duration = .seconds(30),
+        reload: Duration = .seconds(10),
+        userSignal: Duration = .seconds(10),
+        terminate: Duration = .seconds(10),
+        health: Duration = .seconds(2)
+    ) {
+        self.start = start
+        self.reload = reload
+        self.userSignal = userSignal
+        self.terminate = terminate
+        self.health = health
+    }
+}

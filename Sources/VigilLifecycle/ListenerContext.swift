@@ -1,0 +1,54 @@
+import Logging
+
+/// What the mediator hands every listener: shared typed values, a logger, and ways to report.
+///
+/// One context lives as long as the group; hooks receive it on every call.
+public final class ListenerContext: Sendable {
+    /// Values listeners share: the current configuration, the state store, … (see ``ValueKey``).
+    public let values: ValueStore
+
+    /// The daemon's logger.
+    public let logger: Logger
+
+    let core: MediatorCore
+
+    init(values: ValueStore, logger: Logger, core: MediatorCore) {
+        self.values = values
+        self.logger = logger
+        self.core = core
+    }
+
+    /// The configuration generation in force: 1 at start, +1 per applied reload.
+    public var generation: Int { core.generation }
+
+    /// Sets the one-line status the service manager shows (`STATUS=`, in `systemctl status`).
+    public func reportStatus(_ text: String) {
+        core.send([.status(text)])
+    }
+
+    /// Declares a fatal fault: the service manager is told to treat the daemon as failed
+    /// (`WATCHDOG=trigger`), which restarts it under `Restart=on-failure`.
+    ///
+    /// - Parameters:
+    ///   - reason: what is broken, for the journal and `STATUS=`.
+    ///   - listener: who found it.
+    public func reportFatalFault(_ reason: String, listener: String) {
+        core.observe(.fatalFault(listener: listener, reason: reason))
+        core.send([.status("Fatal fault in \(listener): \(reason)"), .watchdogTrigger])
+    }
+
+    /// Asks the mediator to stop the daemon, as a stop signal would.
+    public func requestTermination(_ reason: String) {
+        core.requestTermination(.requested(reason))
+    }
+
+    /// Asks the mediator to deliver a user-signal event, as the signal itself would.
+    public func requestUserSignal(_ signal: ProcessSignal) {
+        core.requestUserSignal(signal)
+    }
+
+    /// Asks the mediator to reload, as `SIGHUP` would.
+    public func requestReload() {
+        core.requestReload()
+    }
+}

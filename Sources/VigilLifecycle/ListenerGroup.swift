@@ -1,0 +1,425 @@
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// The mediator: owns the daemon's signals and fans each lifecycle event out to its listeners,
+/// one event at a time, in dependency order.
+///
+/// ```swift
+/// let group = try ListenerGroup(
+///     listeners: [configuration, persistence, heartbeat],
+///     configuration: .init(logger: logger, notifier: notifier)
+/// )
+/// try await group.run()
+/// ```
+///
+/// What it guarantees:
+/// - **One event at a time.** Start-up commands run in order, then listeners start in
+///   dependency order; `READY=1` is sent only when all have started. Terminate runs in reverse.
+/// - **Two-phase reload.** Every listener prepares; if all accept, every listener commits and
+///   the generation goes up by one; if one rejects (or throws, or overruns), every prepared
+///   listener aborts and the daemon runs on unchanged. Either way the reload ends with `READY=1`.
+/// - **Coalescing.** Reload requests that arrive during a reload collapse into exactly one
+///   follow-up reload; a stop request lets a running reload finish, then stops.
+/// - **Isolation.** Each hook runs within its budget (``ListenerBudgets``); a hook that throws
+///   or overruns is reported with its listener's name and the others still hear the event. A
+///   failed start stops the listeners already started, in reverse, and ``run()`` throws.
+/// - **A second stop request** during shutdown skips the remaining budgets.
+///
+/// It is a swift-service-lifecycle `Service`: run it in a `ServiceGroup` next to a daemon's own
+/// services with ``serviceConfiguration``, so that a stop signal shuts the whole group down
+/// gracefully (and give the `ServiceGroup` no signals of its own).
+///
+/// - Important: ``run()`` installs process-wide handlers for the signals in
+///   ``Configuration/signals`` before anything starts, and owns them until it returns.
+public final class ListenerGroup: Service {
+    /// How a group runs.
+    public struct Configuration: Sendable {
+        /// Which signals the group owns and what each one means.
+        public var signals: SignalMap
+        /// Default budgets for listeners that declare none.
+        public var budgets: ListenerBudgets
+        /// Where readiness, reloads, stops and status go (`SystemdNotifier` under systemd).
+        public var notifier: any ServiceManagerNotifier
+        /// Who hears each ``LifecycleRecord`` (the logging listener, a status file, tests).
+        public var observers: [any LifecycleObserver]
+        /// The logger for the group's own messages, also handed to listeners.
+        public var logger: Logger
+        /// The values listeners share; pass a store to seed it.
+        public var values: ValueStore
+        /// After this long, a start or stop step tells the service manager it needs more time.
+        public var extendTimeoutAfter: Duration
+
+        /// Creates a configuration with systemd's default signal map and default budgets.
+        public init(
+            logger: Logger,
+            notifier: any ServiceManagerNotifier = NoServiceManager(),
+            signals: SignalMap = .default,
+            budgets: ListenerBudgets = ListenerBudgets(),
+            observers: [any LifecycleObserver] = [],
+            values: ValueStore = ValueStore(),
+            extendTimeoutAfter: Duration = .seconds(1)
+        ) {
+            self.logger = logger
+            self.notifier = notifier
+            self.signals = signals
+            self.budgets = budgets
+            self.observers = observers
+            self.values = values
+            self.extendTimeoutAfter = extendTimeoutAfter
+        }
+    }
+
+    /// The context every listener receives.
+    public let context: ListenerContext
+
+    /// The listeners in the order they start (dependencies first).
+    public let listeners: [any Listener]
+
+    private let commands: [any StartupCommand]
+    private let configuration: Configuration
+    private let core: MediatorCore
+    private let started = Mutex(false)
+
+    /// Builds a group, checking that every dependency exists and that there is no cycle.
+    ///
+    /// - Parameters:
+    ///   - listeners: the listeners, in any order; their dependencies decide the start order,
+    ///     declaration order breaks ties.
+    ///   - startupCommands: steps that run in this order before any listener starts.
+    ///   - configuration: signals, budgets, notifier, observers, logger.
+    /// - Throws: ``ListenerGroupError`` naming a duplicate name, a missing dependency, or the
+    ///   cycle (`a → b → a`).
+    public init(
+        listeners: [any Listener],
+        startupCommands: [any StartupCommand] = [],
+        configuration: Configuration
+    ) throws {
+        self.listeners = try DependencyOrder.sort(listeners, name: \.name, dependencies: \.dependencies)
+        self.commands = startupCommands
+        self.configuration = configuration
+        self.core = MediatorCore(
+            notifier: configuration.notifier,
+            observers: configuration.observers,
+            logger: configuration.logger
+        )
+        self.context = ListenerContext(values: configuration.values, logger: configuration.logger, core: core)
+    }
+
+    /// This group as a `ServiceGroup` entry whose end (after a stop signal) shuts the rest of
+    /// the group down gracefully.
+    public var serviceConfiguration: ServiceGroupConfiguration.ServiceConfiguration {
+        .init(
+            service: self,
+            successTerminationBehavior: .gracefullyShutdownGroup,
+            failureTerminationBehavior: .gracefullyShutdownGroup
+        )
+    }
+
+    // MARK: requests
+
+    /// Requests a reload, as the reload signal does. Requests made during a reload collapse
+    /// into one follow-up reload.
+    public func requestReload() { core.requestReload() }
+
+    /// Delivers a user-signal event, as `SIGUSR1` does.
+    public func requestUserSignal(_ signal: ProcessSignal = .sigusr1) { core.requestUserSignal(signal) }
+
+    /// Requests a stop, as `SIGTERM` does. A second request during shutdown skips the remaining
+    /// budgets.
+    public func requestTermination(_ reason: TerminationReason) { core.requestTermination(reason) }
+
+    /// `true` once a stop was requested (by a signal, code, or the service group).
+    public var terminationRequested: Bool { core.terminationRequested }
+
+    /// Makes a round trip through the mediator and every listener's ``Listener/checkHealth(context:)``.
+    ///
+    /// - Returns: `true` when the mediator answered within `timeout` and every listener was
+    ///   healthy; `false` when it is wedged, a listener is unhealthy, or the daemon is stopping.
+    public func probeHealth(timeout: Duration) async -> Bool {
+        let answer = Mutex<CheckedContinuation<Bool, Never>?>(nil)
+        let resume: @Sendable (Bool) -> Void = { healthy in
+            answer.withLock { $0.take() }?.resume(returning: healthy)
+        }
+        var timer: Task<Void, Never>?
+        var id: Int?
+        let healthy = await withCheckedContinuation { continuation in
+            answer.withLock { $0 = continuation }
+            id = core.requestProbe(resume)
+            // A timer task because the mediator may never answer: that is what a probe detects.
+            timer = Task {
+                try? await Task.sleep(for: timeout)
+                resume(false)
+            }
+        }
+        timer?.cancel()
+        if let id { core.cancelProbe(id) }
+        return healthy
+    }
+
+    // MARK: run
+
+    /// Installs the signal handlers, runs the start-up commands, starts the listeners, sends
+    /// `READY=1`, and handles events until a stop request; returns once every listener stopped.
+    ///
+    /// A `ServiceGroup`'s graceful shutdown, or cancelling the task, counts as a stop request.
+    ///
+    /// - Throws: ``ListenerGroupError`` with code ``ListenerGroupError/Code/startFailed`` when
+    ///   a start-up command or a listener failed; the message names it and says why.
+    public func run() async throws {
+        let alreadyStarted = started.withLock { started in
+            defer { started = true }
+            return started
+        }
+        if alreadyStarted {
+            throw ListenerGroupError(.alreadyRunning, "This ListenerGroup already ran; build a new one.")
+        }
+        let startedAt = ContinuousClock.now
+        core.setPhase(.starting)
+        let signals = configuration.signals
+        let owner =
+            signals.actions.isEmpty
+            ? nil
+            : SignalOwner(signals: signals.signals) { [core] signal in
+                switch signals[signal] {
+                case .reload: core.requestReload()
+                case .terminate: core.requestTermination(.signal(signal))
+                case .userSignal: core.requestUserSignal(signal)
+                case nil: break
+                }
+            }
+        defer { owner?.release() }
+        try await withTaskCancellationOrGracefulShutdownHandler {
+            try await self.loop(startedAt: startedAt)
+        } onCancelOrGracefulShutdown: { [core] in
+            core.requestTermination(.requested("shutdown of the service group"))
+        }
+    }
+
+    private func loop(startedAt: ContinuousClock.Instant) async throws {
+        let running = try await start(startedAt: startedAt)
+        var doorbell = core.doorbell.makeAsyncIterator()
+        while true {
+            while let work = core.nextWork() {
+                switch work {
+                case .terminate(let reason):
+                    await terminate(reason, listeners: running, startedAt: startedAt)
+                    return
+                case .probe: await answerProbes()
+                case .reload: await reload()
+                case .userSignal(let signal): await deliver(signal)
+                }
+            }
+            if await doorbell.next() == nil, !core.terminationRequested {
+                // Only cancellation ends the doorbell early, and that is a stop request.
+                core.requestTermination(.requested("cancellation"))
+            }
+        }
+    }
+
+    private func budgets(_ listener: any Listener) -> ListenerBudgets {
+        listener.budgets ?? configuration.budgets
+    }
+
+    private static func reason<Value>(_ outcome: HookOutcome<Value>, budget: String) -> String? {
+        switch outcome {
+        case .returned: nil
+        case .threw(let error): "\(error)"
+        case .overran(let duration): "did not finish within its \(budget) budget of \(duration.formatted)"
+        case .interrupted: "was cut short by a second stop request"
+        }
+    }
+
+    /// Runs start-up commands and starts listeners; returns the started listeners.
+    private func start(startedAt: ContinuousClock.Instant) async throws -> [any Listener] {
+        let context = self.context
+        let extend = configuration.extendTimeoutAfter
+        for command in commands where !core.terminationRequested {
+            let outcome = await core.runHook(budget: configuration.budgets.start, extendAfter: extend) {
+                try await command.run(context: context)
+            }
+            if let reason = Self.reason(outcome, budget: "start") {
+                try await failStart(step: command.name, reason: reason, outcome: outcome, started: [])
+            }
+        }
+        var started: [any Listener] = []
+        for listener in listeners where !core.terminationRequested {
+            let outcome = await core.runHook(budget: budgets(listener).start, extendAfter: extend) {
+                try await listener.start(context: context)
+            }
+            if let reason = Self.reason(outcome, budget: "start") {
+                try await failStart(step: listener.name, reason: reason, outcome: outcome, started: started)
+            }
+            started.append(listener)
+        }
+        guard !core.terminationRequested else { return started }
+        core.setPhase(.running)
+        core.send([.status("Running (generation \(core.generation))"), .ready])
+        core.observe(.started(generation: core.generation, timeToReady: .now - startedAt))
+        return started
+    }
+
+    private func failStart<Value>(
+        step: String,
+        reason: String,
+        outcome: HookOutcome<Value>,
+        started: [any Listener]
+    ) async throws -> Never {
+        core.setPhase(.stopping)
+        let context = self.context
+        let why = TerminationReason.requested("start-up failed in \(step)")
+        for listener in started.reversed() {
+            let outcome = await core.runHook(budget: budgets(listener).terminate, interruptible: true) {
+                try await listener.terminate(reason: why, context: context)
+            }
+            report(outcome, listener: listener.name, event: "terminate", budget: "terminate")
+        }
+        var messages: [NotifyMessage] = [.status("Failed to start: \(step) \(reason)")]
+        if case .threw(let error) = outcome, let code = (error as? any ErrnoRepresentable)?.errno {
+            messages.append(.errno(code))
+        }
+        core.send(messages)
+        core.observe(.startFailed(listener: step, reason: reason))
+        core.finish()
+        throw ListenerGroupError(
+            .startFailed,
+            "Start-up failed: '\(step)' \(reason).",
+            listener: step
+        )
+    }
+
+    private func report<Value>(_ outcome: HookOutcome<Value>, listener: String, event: String, budget: String) {
+        guard let reason = Self.reason(outcome, budget: budget) else { return }
+        configuration.logger.error(
+            "Listener '\(listener)' failed during \(event): \(reason)",
+            metadata: ["vigil-listener": "\(listener)", "vigil-event": "\(event)"]
+        )
+        core.observe(.listenerFailed(listener: listener, event: event, reason: reason))
+    }
+
+    private func reload() async {
+        let began = ContinuousClock.now
+        let current = core.generation
+        core.send([.reloading(monotonicMicroseconds: MonotonicClock.microseconds()), .status("Reloading…")])
+        let transaction = ReloadTransaction(generation: current + 1)
+        let context = self.context
+        var prepared: [any Listener] = []
+        for listener in listeners {
+            let outcome = await core.runHook(budget: budgets(listener).reload) {
+                try await listener.prepareReload(transaction, context: context)
+            }
+            prepared.append(listener)
+            let rejection: String? =
+                switch outcome {
+                case .returned(.accept): nil
+                case .returned(.reject(let reason)): reason
+                default: Self.reason(outcome, budget: "reload")
+                }
+            if let rejection {
+                transaction.rejection = .init(listener: listener.name, reason: rejection)
+                break
+            }
+        }
+        if let rejection = transaction.rejection {
+            for listener in prepared.reversed() {
+                let outcome = await core.runHook(budget: budgets(listener).reload) {
+                    await listener.abortReload(transaction, context: context)
+                }
+                report(outcome, listener: listener.name, event: "reload abort", budget: "reload")
+            }
+            core.send([.status("Running (generation \(current)); reload rejected: \(rejection)"), .ready])
+            core.observe(.reloadRejected(rejection, generation: current, duration: .now - began))
+            return
+        }
+        for listener in listeners {
+            let outcome = await core.runHook(budget: budgets(listener).reload) {
+                try await listener.commitReload(transaction, context: context)
+            }
+            report(outcome, listener: listener.name, event: "reload commit", budget: "reload")
+        }
+        core.commitGeneration(transaction.generation)
+        core.send([.status("Running (generation \(transaction.generation)); reload applied"), .ready])
+        core.observe(.reloadApplied(generation: transaction.generation, duration: .now - began))
+    }
+
+    private func deliver(_ signal: ProcessSignal) async {
+        let context = self.context
+        for listener in listeners {
+            let outcome = await core.runHook(budget: budgets(listener).userSignal) {
+                try await listener.userSignal(signal, context: context)
+            }
+            report(outcome, listener: listener.name, event: "user signal \(signal)", budget: "user-signal")
+        }
+        core.observe(.userSignal(signal))
+    }
+
+    private func answerProbes() async {
+        let context = self.context
+        var healthy = true
+        for listener in listeners {
+            let outcome = await core.runHook(budget: budgets(listener).health) {
+                try await listener.checkHealth(context: context)
+            }
+            if let reason = Self.reason(outcome, budget: "health") {
+                healthy = false
+                configuration.logger.warning(
+                    "Listener '\(listener.name)' failed its health check: \(reason)",
+                    metadata: ["vigil-listener": "\(listener.name)"]
+                )
+            }
+        }
+        for probe in core.takeProbes() { probe(healthy) }
+    }
+
+    private func terminate(
+        _ reason: TerminationReason,
+        listeners started: [any Listener],
+        startedAt: ContinuousClock.Instant
+    ) async {
+        core.setPhase(.stopping)
+        core.send([.stopping, .status("Stopping (\(reason))…")])
+        core.observe(.stopping(reason))
+        let context = self.context
+        var skipped: [String] = []
+        for listener in started.reversed() {
+            if core.isUrgent {
+                skipped.append(listener.name)
+                continue
+            }
+            let outcome = await core.runHook(
+                budget: budgets(listener).terminate,
+                extendAfter: configuration.extendTimeoutAfter,
+                interruptible: true
+            ) {
+                try await listener.terminate(reason: reason, context: context)
+            }
+            report(outcome, listener: listener.name, event: "terminate", budget: "terminate")
+        }
+        if !skipped.isEmpty {
+            configuration.logger.warning(
+                "A second stop request arrived: did not wait for \(skipped.joined(separator: ", ")) to stop."
+            )
+        }
+        core.observe(.stopped(uptime: .now - startedAt))
+        core.finish()
+    }
+}
+
+/// An error that carries an errno-style code for the service manager's `ERRNO=`.
+public protocol ErrnoRepresentable: Error {
+    /// The errno value, e.g. `ENOENT`.
+    var errno: Int32 { get }
+}
+
+extension Duration {
+    /// `1.5 s`, `250 ms`, `40 µs`: compact, for messages.
+    var formatted: String {
+        let (seconds, attoseconds) = components
+        if seconds >= 1 {
+            let tenths = attoseconds / 100_000_000_000_000_000
+            return tenths == 0 ? "\(seconds) s" : "\(seconds).\(tenths) s"
+        }
+        let micros = attoseconds / 1_000_000_000_000
+        return micros >= 1000 ? "\(micros / 1000) ms" : "\(micros) µs"
+    }
+}

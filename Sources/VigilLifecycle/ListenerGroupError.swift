@@ -1,0 +1,57 @@
+/// An error from building or running a ``ListenerGroup``.
+public struct ListenerGroupError: Error, Hashable, CustomStringConvertible {
+    /// What went wrong, as an opaque code to compare against.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private enum Wrapped: Hashable, Sendable {
+            case duplicateListener, missingDependency, dependencyCycle, startFailed, missingValue
+            case alreadyRunning
+        }
+        private let wrapped: Wrapped
+        private init(_ wrapped: Wrapped) { self.wrapped = wrapped }
+
+        /// Two listeners share a name.
+        public static let duplicateListener = Self(.duplicateListener)
+        /// A listener depends on a name that is not in the group.
+        public static let missingDependency = Self(.missingDependency)
+        /// Dependencies form a cycle.
+        public static let dependencyCycle = Self(.dependencyCycle)
+        /// A start-up command or a listener failed to start.
+        public static let startFailed = Self(.startFailed)
+        /// A value a listener needs was not in the store.
+        public static let missingValue = Self(.missingValue)
+        /// `run()` was called twice.
+        public static let alreadyRunning = Self(.alreadyRunning)
+
+        public var description: String { String(describing: wrapped) }
+    }
+
+    /// The kind of error.
+    public let code: Code
+    /// What happened and what to do, in full sentences.
+    public let message: String
+    /// The listener or step at fault, when there is one.
+    public let listener: String?
+    /// Where the error was raised.
+    public let file: String
+    /// Where the error was raised.
+    public let line: Int
+
+    init(_ code: Code, _ message: String, listener: String? = nil, file: String = #fileID, line: Int = #line) {
+        self.code = code
+        self.message = message
+        self.listener = listener
+        self.file = file
+        self.line = line
+    }
+
+    public var description: String { message }
+
+    static func missingValue(_ key: String, file: String, line: Int) -> Self {
+        Self(
+            .missingValue,
+            "No value for '\(key)' in the store. Declare a dependency on the listener or start-up command that provides it.",
+            file: file,
+            line: line
+        )
+    }
+}

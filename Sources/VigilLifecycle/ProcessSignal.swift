@@ -1,0 +1,116 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// A POSIX signal the daemon can own: a standard signal, or a real-time one.
+///
+/// Like `UnixSignal` from swift-service-lifecycle, but open to real-time signals, because
+/// systemd's `ReloadSignal=` may name one (`SIGRTMIN+3`, say). Its `description` is the C
+/// spelling, as systemd and `kill -l` print it.
+public struct ProcessSignal: Hashable, Sendable, CustomStringConvertible {
+    /// The signal number, as `kill(2)` takes it.
+    public let rawValue: Int32
+
+    /// Wraps a signal number.
+    ///
+    /// - Parameter rawValue: a signal number between 1 and `SIGRTMAX`.
+    public init(rawValue: Int32) {
+        self.rawValue = rawValue
+    }
+
+    /// Hangup: `systemctl reload` under `Type=notify-reload`, and `kill -HUP`.
+    public static let sighup = Self(rawValue: SIGHUP)
+    /// Termination: what `systemctl stop` sends.
+    public static let sigterm = Self(rawValue: SIGTERM)
+    /// Interrupt: Ctrl-C on a terminal.
+    public static let sigint = Self(rawValue: SIGINT)
+    /// User-defined signal 1.
+    public static let sigusr1 = Self(rawValue: SIGUSR1)
+    /// User-defined signal 2.
+    public static let sigusr2 = Self(rawValue: SIGUSR2)
+    /// Quit: Ctrl-\ on a terminal.
+    public static let sigquit = Self(rawValue: SIGQUIT)
+    /// Alarm clock; handy for in-process tests.
+    public static let sigalrm = Self(rawValue: SIGALRM)
+
+    /// The real-time signal `SIGRTMIN+offset`.
+    ///
+    /// - Parameter offset: 0 or more; `SIGRTMIN+offset` must not pass `SIGRTMAX`.
+    public static func realTime(_ offset: Int32) -> Self {
+        let signal = Self.realTimeMinimum + offset
+        precondition(
+            offset >= 0 && signal <= Self.realTimeMaximum,
+            "SIGRTMIN+\(offset) is not a real-time signal on this system (SIGRTMAX is \(Self.realTimeMaximum))"
+        )
+        return Self(rawValue: signal)
+    }
+
+    static var realTimeMinimum: Int32 {
+        #if canImport(Glibc)
+            // SIGRTMIN is a function call in glibc, not a constant, so Swift does not import it.
+            __libc_current_sigrtmin()
+        #else
+            SIGRTMIN
+        #endif
+    }
+
+    static var realTimeMaximum: Int32 {
+        #if canImport(Glibc)
+            __libc_current_sigrtmax()
+        #else
+            SIGRTMAX
+        #endif
+    }
+
+    private static let names: [(String, Int32)] = [
+        ("SIGHUP", SIGHUP), ("SIGINT", SIGINT), ("SIGQUIT", SIGQUIT), ("SIGTERM", SIGTERM),
+        ("SIGUSR1", SIGUSR1), ("SIGUSR2", SIGUSR2), ("SIGALRM", SIGALRM), ("SIGWINCH", SIGWINCH),
+        ("SIGCONT", SIGCONT), ("SIGPIPE", SIGPIPE), ("SIGCHLD", SIGCHLD), ("SIGTSTP", SIGTSTP),
+    ]
+
+    /// Parses a signal name as systemd's `ReloadSignal=` or `kill -s` take it.
+    ///
+    /// Accepts `SIGHUP`, `HUP`, `SIGRTMIN+3`, `RTMIN+3`, `SIGRTMAX-1` and plain numbers.
+    /// Returns `nil` for anything else.
+    public init?(name: String) {
+        var text = name.uppercased()
+        if let number = Int32(text), number > 0, number <= Self.realTimeMaximum {
+            self.init(rawValue: number)
+            return
+        }
+        if !text.hasPrefix("SIG") { text = "SIG" + text }
+        if let match = Self.names.first(where: { $0.0 == text }) {
+            self.init(rawValue: match.1)
+            return
+        }
+        for (prefix, base, sign) in [
+            ("SIGRTMIN", Self.realTimeMinimum, Int32(1)), ("SIGRTMAX", Self.realTimeMaximum, Int32(-1)),
+        ] where text.hasPrefix(prefix) {
+            let rest = text.dropFirst(prefix.count)
+            var offset: Int32 = 0
+            if !rest.isEmpty {
+                guard rest.first == (sign > 0 ? "+" : "-"), let value = Int32(rest.dropFirst()) else { return nil }
+                offset = value
+            }
+            let number = base + sign * offset
+            guard number >= Self.realTimeMinimum, number <= Self.realTimeMaximum else { return nil }
+            self.init(rawValue: number)
+            return
+        }
+        return nil
+    }
+
+    /// The C spelling: `SIGHUP`, `SIGRTMIN+3`, or `signal 40` for a number with no name.
+    public var description: String {
+        if let match = Self.names.first(where: { $0.1 == rawValue }) { return match.0 }
+        if rawValue >= Self.realTimeMinimum, rawValue <= Self.realTimeMaximum {
+            let offset = rawValue - Self.realTimeMinimum
+            return offset == 0 ? "SIGRTMIN" : "SIGRTMIN+\(offset)"
+        }
+        return "signal \(rawValue)"
+    }
+}

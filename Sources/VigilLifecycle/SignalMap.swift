@@ -1,0 +1,57 @@
+/// Which lifecycle event each owned signal stands for.
+///
+/// The defaults follow systemd's conventions: `SIGHUP` reloads, `SIGTERM` and `SIGINT`
+/// terminate, `SIGUSR1` is a user signal. Change a mapping when the unit says otherwise, e.g.
+/// `ReloadSignal=SIGRTMIN+3`:
+///
+/// ```swift
+/// var signals = SignalMap.default
+/// signals.reloadSignal = .realTime(3)
+/// ```
+public struct SignalMap: Sendable, Hashable {
+    /// What a signal asks for.
+    public enum Action: Sendable, Hashable {
+        /// Reload the configuration.
+        case reload
+        /// Deliver a user-signal event carrying the signal.
+        case userSignal
+        /// Stop the daemon.
+        case terminate
+    }
+
+    /// The mapping, one entry per owned signal.
+    public private(set) var actions: [ProcessSignal: Action]
+
+    /// An empty map: the daemon owns no signals.
+    public init() { self.actions = [:] }
+
+    /// `SIGHUP` → reload, `SIGTERM`/`SIGINT` → terminate, `SIGUSR1` → user signal.
+    public static var `default`: SignalMap {
+        var map = SignalMap()
+        map[.sighup] = .reload
+        map[.sigterm] = .terminate
+        map[.sigint] = .terminate
+        map[.sigusr1] = .userSignal
+        return map
+    }
+
+    /// The action for a signal, or `nil` when the daemon does not own it. Setting `nil`
+    /// releases the signal.
+    public subscript(signal: ProcessSignal) -> Action? {
+        get { actions[signal] }
+        set { actions[signal] = newValue }
+    }
+
+    /// The one signal that reloads. Setting it moves the reload mapping to the new signal
+    /// (systemd's `ReloadSignal=`).
+    public var reloadSignal: ProcessSignal? {
+        get { actions.first(where: { $0.value == .reload })?.key }
+        set {
+            for (signal, action) in actions where action == .reload { actions[signal] = nil }
+            if let newValue { actions[newValue] = .reload }
+        }
+    }
+
+    /// The signals the daemon owns, in number order.
+    public var signals: [ProcessSignal] { actions.keys.sorted { $0.rawValue < $1.rawValue } }
+}

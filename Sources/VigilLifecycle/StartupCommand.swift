@@ -1,0 +1,26 @@
+/// One ordered start-up step that runs before any listener starts (the command pattern):
+/// load the configuration, open the state store, …
+///
+/// A step that throws or overruns its budget aborts start-up: the daemon exits non-zero with
+/// the step's name and the reason.
+public protocol StartupCommand: Sendable {
+    /// A name for logs and errors.
+    var name: String { get }
+
+    /// Runs the step. Put what it produces in `context.values` for the listeners.
+    func run(context: ListenerContext) async throws
+}
+
+/// A start-up step made from a closure.
+public struct StartupStep: StartupCommand {
+    public let name: String
+    private let body: @Sendable (ListenerContext) async throws -> Void
+
+    /// Creates a step named `name` that runs `body`.
+    public init(_ name: String, _ body: @escaping @Sendable (ListenerContext) async throws -> Void) {
+        self.name = name
+        self.body = body
+    }
+
+    public func run(context: ListenerContext) async throws { try await body(context) }
+}

@@ -1,0 +1,63 @@
+import CVigilSystemd
+
+/// systemd's watchdog (`WatchdogSec=`): ping at half the interval, but only when healthy.
+///
+/// A daemon that pings from a timer whether or not it works defeats the watchdog. This one pings
+/// only after `probe` made a round trip through the mediator and its listeners; a wedged mediator
+/// means no ping, and systemd restarts the daemon. With the watchdog off there is no `Watchdog`
+/// and so no timer and no periodic wake-up.
+public struct Watchdog: Sendable {
+    /// The interval systemd enforces (`WatchdogSec=`).
+    public let interval: Duration
+
+    /// Creates a watchdog with an explicit interval (tests, or a daemon's own choice).
+    public init(interval: Duration) {
+        self.interval = interval
+    }
+
+    /// The watchdog systemd asked for, or `nil` when it is off or meant for another process.
+    ///
+    /// Reads `WATCHDOG_USEC` and honours `WATCHDOG_PID`. The corresponding C function is
+    /// `sd_watchdog_enabled(0, &usec)`.
+    public static func fromEnvironment() -> Watchdog? {
+        var usec: UInt64 = 0
+        guard sd_watchdog_enabled(0, &usec) > 0, usec > 0 else { return nil }
+        return Watchdog(interval: .microseconds(Int64(usec)))
+    }
+
+    /// How often a healthy daemon pings: half the interval.
+    public var pingInterval: Duration { interval / 2 }
+
+    /// How long a probe may take before the daemon counts as wedged: a quarter of the interval,
+    /// so a ping that follows still lands well before systemd's deadline.
+    public var probeTimeout: Duration { interval / 4 }
+
+    /// Pings until the task is cancelled: every ``pingInterval``, `probe`, and `ping` if healthy.
+    ///
+    /// - Parameters:
+    ///   - probe: the round trip through the mediator; `false` (or no answer in
+    ///     ``probeTimeout``) withholds the ping.
+    ///   - ping: sends `WATCHDOG=1`.
+    ///   - missed: told about each withheld ping.
+    public func run(
+        probe: @Sendable (Duration) async -> Bool,
+        ping: @Sendable () -> Void,
+        missed: @Sendable () -> Void = {}
+    ) async {
+        let clock = ContinuousClock()
+        var deadline = clock.now
+        while !Task.isCancelled {
+            deadline += pingInterval
+            do {
+                try await Task.sleep(until: deadline, clock: clock)
+            } catch {
+                return
+            }
+            if await probe(probeTimeout) {
+                ping()
+            } else {
+                missed()
+            }
+        }
+    }
+}

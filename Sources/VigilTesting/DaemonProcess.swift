@@ -1,0 +1,92 @@
+@preconcurrency import Dispatch
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// A real child process for tests that send real signals: spawn, signal, await its exit.
+///
+/// Stop signals go to children, never to the test runner.
+public final class DaemonProcess: Sendable {
+    /// The child's pid.
+    public let pid: Int32
+    private let exit = AsyncRecorder<Int32>()
+
+    /// Spawns `executable` with `arguments`, this process's environment plus `environment`,
+    /// and stdout/stderr sent to `outputPath` (or inherited).
+    public init(
+        executable: String,
+        arguments: [String] = [],
+        environment: [String: String] = [:],
+        outputPath: String? = nil
+    ) throws {
+        var merged: [String: String] = [:]
+        var entry = environ
+        while let pointer = entry.pointee {
+            let text = String(cString: pointer)
+            if let equals = text.firstIndex(of: "=") {
+                merged[String(text[..<equals])] = String(text[text.index(after: equals)...])
+            }
+            entry += 1
+        }
+        for (key, value) in environment { merged[key] = value }
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        let envp = merged.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            for pointer in argv { free(pointer) }
+            for pointer in envp { free(pointer) }
+        }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        if let outputPath {
+            posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+            posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        }
+        // A child starts with default signal dispositions and an empty mask, whatever the runner has.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var none = sigset_t()
+        sigemptyset(&none)
+        var all = sigset_t()
+        sigfillset(&all)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        var child: pid_t = 0
+        let result = posix_spawn(&child, executable, &actions, &attributes, argv, envp)
+        guard result == 0 else {
+            throw FakeNotifySocketError("posix_spawn \(executable)", result)
+        }
+        pid = child
+        let spawned = child
+        let exit = self.exit
+        // waitpid blocks: run it on a Dispatch thread, off Swift's cooperative pool.
+        DispatchQueue.global().async {
+            var status: Int32 = 0
+            while waitpid(spawned, &status, 0) < 0 && errno == EINTR {}
+            let code: Int32 = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+            exit.append(code)
+        }
+    }
+
+    /// Sends `signal` to the child.
+    public func send(_ signal: Int32) {
+        kill(pid, signal)
+    }
+
+    /// Waits for the child to exit; returns its status (128 + n when signal n killed it).
+    public func waitForExit(timeout: Duration = .seconds(30)) async throws -> Int32 {
+        try await exit.wait(timeout: timeout, "process \(pid) to exit") { !$0.isEmpty }[0]
+    }
+
+    /// The exit status if the child already exited.
+    public var exitStatus: Int32? { exit.values.first }
+
+    deinit {
+        if exit.values.isEmpty { kill(pid, SIGKILL) }
+    }
+}

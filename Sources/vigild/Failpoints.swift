@@ -1,0 +1,72 @@
+import Logging
+import Vigil
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// Test-only fault injection, off unless `VIGIL_FAILPOINTS` names them (comma-separated):
+///
+/// - `mediator-stall`: right after readiness the mediator gets stuck in a listener hook that
+///   never returns, so health probes go unanswered and the watchdog stops pinging.
+/// - `start-fail`: a listener throws during start (the daemon must exit non-zero).
+///
+/// Never set these in production.
+struct Failpoints: Sendable {
+    let names: Set<String>
+
+    static func fromEnvironment() -> Failpoints {
+        let text = getenv("VIGIL_FAILPOINTS").map { String(cString: $0) } ?? ""
+        return Failpoints(names: Set(text.split(separator: ",").map { String($0) }))
+    }
+
+    func contains(_ name: String) -> Bool { names.contains(name) }
+
+    /// The listeners that inject the named faults.
+    var listeners: [any Listener] {
+        names.isEmpty ? [] : [FailpointListener(failpoints: self)]
+    }
+}
+
+/// Injects the faults named in ``Failpoints``.
+struct FailpointListener: Listener {
+    let name = "failpoints"
+    let failpoints: Failpoints
+    /// Never opened: a hook waiting here is wedged for good.
+    private let stall = Stall()
+
+    var budgets: ListenerBudgets? {
+        // A stall must outlast any watchdog interval, so it gets a day-long budget.
+        var budgets = ListenerBudgets()
+        budgets.userSignal = .seconds(86_400)
+        return budgets
+    }
+
+    struct InjectedFailure: Error, CustomStringConvertible {
+        var description: String { "failpoint start-fail is set (VIGIL_FAILPOINTS)" }
+    }
+
+    func start(context: ListenerContext) async throws {
+        if failpoints.contains("start-fail") { throw InjectedFailure() }
+        if failpoints.contains("mediator-stall") {
+            // Handled right after READY=1: the mediator takes events one at a time.
+            context.logger.warning("Failpoint mediator-stall: the mediator will wedge after readiness")
+            context.requestUserSignal(.sigusr2)
+        }
+    }
+
+    func userSignal(_ signal: ProcessSignal, context: ListenerContext) async throws {
+        if signal == .sigusr2 && failpoints.contains("mediator-stall") { await stall.forever() }
+    }
+}
+
+private final class Stall: Sendable {
+    func forever() async {
+        while true {
+            // Ignores cancellation on purpose: a wedged hook.
+            try? await Task.sleep(for: .seconds(3600))
+        }
+    }
+}

@@ -1,0 +1,212 @@
+import Logging
+import Testing
+import VigilLifecycle
+import VigilTesting
+
+private func failures(_ records: [LifecycleRecord]) -> [String] {
+    records.compactMap {
+        if case .listenerFailed(let listener, let event, let reason) = $0 {
+            "\(listener) \(event): \(reason)"
+        } else {
+            nil
+        }
+    }
+}
+
+@Suite struct IsolationTests {
+    @Test func aThrowingListenerIsIsolatedAndNamed() async throws {
+        let log = AsyncRecorder<String>()
+        let listeners = [
+            RecordingListener("first", log: log),
+            RecordingListener(
+                "broken",
+                log: log,
+                behaviors: ["userSignal": .fail("disk full"), "terminate": .fail("cannot flush")]
+            ),
+            RecordingListener("last", log: log),
+        ]
+        let observer = try await withRunningDaemon(listeners: listeners) { daemon in
+            daemon.group.requestUserSignal(.sigusr1)
+            try await daemon.observer.records.wait { $0.contains(.userSignal(.sigusr1)) }
+            return daemon.observer
+        }
+        #expect(log.values.contains("last.userSignal.done"))
+        #expect(log.values.contains("first.terminate.done"))
+        #expect(
+            failures(observer.records.values) == [
+                "broken user signal SIGUSR1: disk full", "broken terminate: cannot flush",
+            ]
+        )
+    }
+
+    @Test func aListenerThatOverrunsItsBudgetIsAbandonedAndTheOthersGoOn() async throws {
+        let log = AsyncRecorder<String>()
+        let listeners = [
+            RecordingListener("first", log: log),
+            RecordingListener(
+                "wedged",
+                budgets: .init(userSignal: .milliseconds(50), terminate: .milliseconds(50)),
+                log: log,
+                behaviors: ["userSignal": .hang, "terminate": .hang]
+            ),
+            RecordingListener("last", log: log),
+        ]
+        let observer = try await withRunningDaemon(listeners: listeners) { daemon in
+            daemon.group.requestUserSignal(.sigusr2)
+            try await daemon.observer.records.wait { $0.contains(.userSignal(.sigusr2)) }
+            return daemon.observer
+        }
+        #expect(log.values.contains("last.userSignal.done"))
+        #expect(log.values.contains("first.terminate.done"))
+        #expect(
+            failures(observer.records.values) == [
+                "wedged user signal SIGUSR2: did not finish within its user-signal budget of 50 ms",
+                "wedged terminate: did not finish within its terminate budget of 50 ms",
+            ]
+        )
+    }
+
+    @Test func aFailedStartStopsTheStartedListenersInReverseAndNamesTheCulprit() async throws {
+        let log = AsyncRecorder<String>()
+        let notifier = RecordingNotifier()
+        let group = try ListenerGroup(
+            listeners: [
+                RecordingListener("config", log: log),
+                RecordingListener("store", log: log),
+                RecordingListener(
+                    "worker",
+                    dependencies: ["store"],
+                    log: log,
+                    behaviors: ["start": .fail("port 80 in use")]
+                ),
+                RecordingListener("never", dependencies: ["worker"], log: log),
+            ],
+            configuration: .init(logger: .init(label: "test"), notifier: notifier, signals: SignalMap())
+        )
+        let error = await #expect(throws: ListenerGroupError.self) { try await group.run() }
+        #expect(error?.code == .startFailed)
+        #expect(error?.listener == "worker")
+        #expect(error?.message == "Start-up failed: 'worker' port 80 in use.")
+        #expect(
+            log.values.filter { !$0.hasSuffix(".done") } == [
+                "config.start", "store.start", "worker.start", "store.terminate", "config.terminate",
+            ]
+        )
+        #expect(!notifier.datagrams.contains { $0.contains("READY=1") })
+        #expect(notifier.datagrams.last == "STATUS=Failed to start: worker port 80 in use")
+    }
+
+    @Test func aStartThatOverrunsItsBudgetFailsStartUp() async throws {
+        let log = AsyncRecorder<String>()
+        let group = try ListenerGroup(
+            listeners: [RecordingListener("slow", log: log, behaviors: ["start": .hang])],
+            configuration: .init(
+                logger: .init(label: "test"),
+                signals: SignalMap(),
+                budgets: .init(start: .milliseconds(50))
+            )
+        )
+        let error = await #expect(throws: ListenerGroupError.self) { try await group.run() }
+        #expect(error?.message == "Start-up failed: 'slow' did not finish within its start budget of 50 ms.")
+    }
+
+    @Test func aFailingStartupCommandAbortsBeforeAnyListenerStarts() async throws {
+        let log = AsyncRecorder<String>()
+        let group = try ListenerGroup(
+            listeners: [RecordingListener("worker", log: log)],
+            startupCommands: [
+                StartupStep("open state store") { _ in log.append("store") },
+                StartupStep("load configuration") { _ in
+                    struct BadConfig: Error, CustomStringConvertible { var description = "/etc/x.json:3: bad" }
+                    throw BadConfig()
+                },
+            ],
+            configuration: .init(logger: .init(label: "test"), signals: SignalMap())
+        )
+        let error = await #expect(throws: ListenerGroupError.self) { try await group.run() }
+        #expect(error?.message == "Start-up failed: 'load configuration' /etc/x.json:3: bad.")
+        #expect(log.values == ["store"])
+    }
+
+    @Test func startupCommandsHandValuesToListeners() async throws {
+        enum Greeting: ValueKey { typealias Value = String }
+        struct Greeter: Listener {
+            let name = "greeter"
+            let heard: AsyncRecorder<String>
+            func start(context: ListenerContext) async throws {
+                heard.append(try context.values.require(Greeting.self))
+            }
+        }
+        let heard = AsyncRecorder<String>()
+        try await withRunningDaemon(
+            listeners: [Greeter(heard: heard)],
+            startupCommands: [StartupStep("load greeting") { $0.values[Greeting.self] = "hello" }]
+        ) { _ in }
+        #expect(heard.values == ["hello"])
+    }
+
+    @Test func aSecondStopRequestSkipsTheRemainingBudgets() async throws {
+        let log = AsyncRecorder<String>()
+        let gate = Gate()  // never opened: the terminate hook would take its whole 60 s budget
+        let group = try ListenerGroup(
+            listeners: [
+                RecordingListener("first", log: log),
+                RecordingListener("stuck", log: log, behaviors: ["terminate": .wait(gate)]),
+            ],
+            configuration: .init(
+                logger: .init(label: "test"),
+                signals: SignalMap(),
+                budgets: .init(terminate: .seconds(60))
+            )
+        )
+        let running = Task { try await group.run() }
+        try await log.wait { $0.contains("first.start.done") && $0.contains("stuck.start.done") }
+        group.requestTermination(.signal(.sigterm))
+        try await log.wait { $0.contains("stuck.terminate") }
+        let asked = ContinuousClock.now
+        group.requestTermination(.signal(.sigint))
+        try await running.value
+        #expect(ContinuousClock.now - asked < .seconds(5))
+        #expect(!log.values.contains("first.terminate"), "the remaining listener's budget is skipped")
+        gate.open()
+    }
+
+    @Test func healthProbesMakeARoundTripAndFailWhenWedged() async throws {
+        let log = AsyncRecorder<String>()
+        let gate = Gate()
+        let listener = RecordingListener("config", budgets: .init(health: .milliseconds(50)), log: log)
+        try await withRunningDaemon(listeners: [listener]) { daemon in
+            #expect(await daemon.group.probeHealth(timeout: .seconds(10)))
+            #expect(log.values.contains("config.health.done"))
+            listener.setBehavior(.hang, for: "health")
+            #expect(await daemon.group.probeHealth(timeout: .seconds(10)) == false)
+            listener.setBehavior(.succeed, for: "health")
+            // Wedge the mediator itself: it is busy in a reload that waits at the gate.
+            listener.setBehavior(.wait(gate), for: "prepare")
+            daemon.group.requestReload()
+            try await log.wait { $0.contains("config.prepare") }
+            #expect(await daemon.group.probeHealth(timeout: .milliseconds(100)) == false)
+            gate.open()
+            #expect(await daemon.group.probeHealth(timeout: .seconds(10)))
+        }
+    }
+
+    @Test func fatalFaultsTriggerTheWatchdog() async throws {
+        struct Faulty: Listener {
+            let name = "faulty"
+            func userSignal(_ signal: ProcessSignal, context: ListenerContext) async throws {
+                context.reportFatalFault("state store lost", listener: name)
+            }
+        }
+        try await withRunningDaemon(listeners: [Faulty()]) { daemon in
+            daemon.group.requestUserSignal()
+            try await daemon.observer.records.wait { $0.contains(.userSignal(.sigusr1)) }
+            #expect(
+                daemon.notifier.datagrams.contains("STATUS=Fatal fault in faulty: state store lost\nWATCHDOG=trigger")
+            )
+            #expect(
+                daemon.observer.records.values.contains(.fatalFault(listener: "faulty", reason: "state store lost"))
+            )
+        }
+    }
+}

@@ -1,0 +1,173 @@
+import Logging
+import Testing
+import VigilLifecycle
+import VigilTesting
+
+private func isApplied(_ record: LifecycleRecord) -> Bool {
+    if case .reloadApplied = record { true } else { false }
+}
+
+private func isRejected(_ record: LifecycleRecord) -> Bool {
+    if case .reloadRejected = record { true } else { false }
+}
+
+/// A listener that proposes a value during prepare and one that reads it, to show values flow
+/// through the transaction, not globals.
+private enum ProposedSetting: ValueKey { typealias Value = String }
+
+private struct Proposer: Listener {
+    let name = "config"
+    func start(context: ListenerContext) async throws { context.values[ProposedSetting.self] = "v1" }
+    func prepareReload(_ reload: ReloadTransaction, context: ListenerContext) async throws -> ReloadDecision {
+        reload.proposed[ProposedSetting.self] = "v\(reload.generation)"
+        return .accept
+    }
+    func commitReload(_ reload: ReloadTransaction, context: ListenerContext) async throws {
+        context.values[ProposedSetting.self] = try reload.proposed.require(ProposedSetting.self)
+    }
+}
+
+private struct Reader: Listener {
+    let name = "reader"
+    let dependencies = ["config"]
+    let seen: AsyncRecorder<String>
+    func prepareReload(_ reload: ReloadTransaction, context: ListenerContext) async throws -> ReloadDecision {
+        seen.append(
+            "proposed \(reload.proposed[ProposedSetting.self] ?? "nil"), current \(context.values[ProposedSetting.self] ?? "nil")"
+        )
+        return .accept
+    }
+}
+
+@Suite struct ReloadTests {
+    @Test func allPrepareThenAllCommit() async throws {
+        let log = AsyncRecorder<String>()
+        let seen = AsyncRecorder<String>()
+        try await withRunningDaemon(listeners: [Proposer(), Reader(seen: seen), RecordingListener("worker", log: log)])
+        {
+            daemon in
+            daemon.group.requestReload()
+            try await daemon.observer.records.wait { $0.contains(where: isApplied) }
+            #expect(daemon.group.context.generation == 2)
+            #expect(daemon.group.context.values[ProposedSetting.self] == "v2")
+            let datagrams = daemon.notifier.datagrams
+            #expect(datagrams[1].hasPrefix("RELOADING=1\nMONOTONIC_USEC="))
+            #expect(datagrams[2] == "STATUS=Running (generation 2); reload applied\nREADY=1")
+        }
+        #expect(seen.values == ["proposed v2, current v1"])
+        #expect(
+            log.values.filter { !$0.hasSuffix(".done") } == [
+                "worker.start", "worker.prepare", "worker.commit", "worker.terminate",
+            ]
+        )
+    }
+
+    @Test func oneRejectionAbortsEveryPreparedListenerAndKeepsTheOldGeneration() async throws {
+        let log = AsyncRecorder<String>()
+        let listeners = [
+            RecordingListener("config", log: log),
+            RecordingListener(
+                "cache",
+                dependencies: ["config"],
+                log: log,
+                decision: .reject(reason: "cache.size must be > 0")
+            ),
+            RecordingListener("worker", dependencies: ["cache"], log: log),
+        ]
+        try await withRunningDaemon(listeners: listeners) { daemon in
+            daemon.group.requestReload()
+            let records = try await daemon.observer.records.wait { $0.contains(where: isRejected) }
+            guard case .reloadRejected(let rejection, let generation, _) = records.first(where: isRejected) else {
+                Issue.record("no rejection")
+                return
+            }
+            #expect(rejection == .init(listener: "cache", reason: "cache.size must be > 0"))
+            #expect(generation == 1)
+            #expect(daemon.group.context.generation == 1)
+            #expect(
+                daemon.notifier.datagrams.last
+                    == "STATUS=Running (generation 1); reload rejected: cache: cache.size must be > 0\nREADY=1"
+            )
+        }
+        let reload = log.values.filter {
+            !$0.hasSuffix(".done") && !$0.hasSuffix(".start") && !$0.hasSuffix(".terminate")
+        }
+        #expect(reload == ["config.prepare", "cache.prepare", "cache.abort", "config.abort"])
+    }
+
+    @Test func aThrowingOrSlowPrepareCountsAsARejection() async throws {
+        let log = AsyncRecorder<String>()
+        let listeners = [
+            RecordingListener("config", log: log, behaviors: ["prepare": .fail("file unreadable")]),
+            RecordingListener(
+                "slow",
+                budgets: .init(reload: .milliseconds(50)),
+                log: log,
+                behaviors: ["prepare": .hang]
+            ),
+        ]
+        try await withRunningDaemon(listeners: listeners) { daemon in
+            daemon.group.requestReload()
+            try await daemon.observer.records.wait { $0.contains(where: isRejected) }
+            listeners[0].setBehavior(.succeed, for: "prepare")
+            daemon.group.requestReload()
+            let records = try await daemon.observer.records.wait { $0.filter(isRejected).count == 2 }
+            let reasons = records.compactMap { record -> String? in
+                if case .reloadRejected(let rejection, _, _) = record { "\(rejection)" } else { nil }
+            }
+            #expect(reasons == ["config: file unreadable", "slow: did not finish within its reload budget of 50 ms"])
+        }
+    }
+
+    @Test func requestsDuringAReloadCollapseIntoExactlyOneFollowUp() async throws {
+        let log = AsyncRecorder<String>()
+        let gate = Gate()
+        let listener = RecordingListener("config", log: log, behaviors: ["prepare": .wait(gate)])
+        try await withRunningDaemon(listeners: [listener]) { daemon in
+            daemon.group.requestReload()
+            try await log.wait { $0.contains("config.prepare") }
+            for _ in 0..<1000 { daemon.group.requestReload() }
+            gate.open()
+            try await daemon.observer.records.wait { $0.filter(isApplied).count == 2 }
+            // A user signal is handled after any pending reload: once it is recorded, a third
+            // reload would have been too.
+            daemon.group.requestUserSignal()
+            try await daemon.observer.records.wait { $0.contains(.userSignal(.sigusr1)) }
+            #expect(daemon.observer.records.values.filter(isApplied).count == 2)
+            #expect(daemon.group.context.generation == 3)
+        }
+        // Never overlapping: each prepare finished before the next began.
+        let phases = log.values.filter { $0.hasPrefix("config.prepare") }
+        #expect(phases == ["config.prepare", "config.prepare.done", "config.prepare", "config.prepare.done"])
+    }
+
+    @Test func terminateDuringAReloadLetsTheReloadFinishFirst() async throws {
+        let log = AsyncRecorder<String>()
+        let gate = Gate()
+        let listener = RecordingListener("config", log: log, behaviors: ["prepare": .wait(gate)])
+        let observer = try await withRunningDaemon(listeners: [listener]) { daemon in
+            daemon.group.requestReload()
+            try await log.wait { $0.contains("config.prepare") }
+            daemon.group.requestTermination(.requested("test"))
+            daemon.group.requestReload()  // dropped: the daemon is stopping
+            gate.open()
+            return daemon.observer
+        }
+        #expect(
+            log.values == [
+                "config.start", "config.start.done", "config.prepare", "config.prepare.done",
+                "config.commit", "config.commit.done", "config.terminate", "config.terminate.done",
+            ]
+        )
+        let kinds = observer.records.values.map { record -> String in
+            switch record {
+            case .started: "started"
+            case .reloadApplied: "applied"
+            case .stopping: "stopping"
+            case .stopped: "stopped"
+            default: "other"
+            }
+        }
+        #expect(kinds == ["started", "applied", "stopping", "stopped"])
+    }
+}

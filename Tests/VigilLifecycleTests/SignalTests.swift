@@ -1,0 +1,146 @@
+import Glibc
+import Logging
+import ServiceLifecycle
+import Testing
+import VigilLifecycle
+import VigilTesting
+
+@Suite struct SignalMapTests {
+    @Test func defaultsFollowSystemd() {
+        let map = SignalMap.default
+        #expect(map[.sighup] == .reload)
+        #expect(map[.sigterm] == .terminate)
+        #expect(map[.sigint] == .terminate)
+        #expect(map[.sigusr1] == .userSignal)
+        #expect(map[.sigusr2] == nil)
+        #expect(map.reloadSignal == .sighup)
+    }
+
+    @Test func theReloadSignalCanMove() {
+        var map = SignalMap.default
+        map.reloadSignal = .realTime(3)
+        #expect(map[.sighup] == nil)
+        #expect(map[.realTime(3)] == .reload)
+        #expect(map.reloadSignal?.description == "SIGRTMIN+3")
+    }
+
+    @Test(arguments: [
+        ("SIGHUP", SIGHUP), ("HUP", SIGHUP), ("sigterm", SIGTERM), ("USR2", SIGUSR2), ("10", 10),
+        ("SIGRTMIN", __libc_current_sigrtmin()), ("SIGRTMIN+3", __libc_current_sigrtmin() + 3),
+        ("RTMIN+1", __libc_current_sigrtmin() + 1), ("SIGRTMAX-2", __libc_current_sigrtmax() - 2),
+    ])
+    func parsesSignalNames(name: String, number: Int32) {
+        #expect(ProcessSignal(name: name)?.rawValue == number)
+    }
+
+    @Test(arguments: ["", "SIGFOO", "SIGRTMIN+99", "SIGRTMIN-1", "0", "-3"])
+    func rejectsWhatIsNotASignal(name: String) {
+        #expect(ProcessSignal(name: name) == nil)
+    }
+
+    @Test func describesSignalsTheCWay() {
+        #expect(ProcessSignal.sighup.description == "SIGHUP")
+        #expect(ProcessSignal.realTime(0).description == "SIGRTMIN")
+        #expect(ProcessSignal.realTime(5).description == "SIGRTMIN+5")
+    }
+
+    @Test func notifyMessagesSpellSdNotify() {
+        #expect(
+            NotifyMessage.datagram([.reloading(monotonicMicroseconds: 42), .status("a\nb")])
+                == "RELOADING=1\nMONOTONIC_USEC=42\nSTATUS=a b"
+        )
+        #expect(
+            NotifyMessage.datagram([.stopping, .errno(2), .extendTimeout(microseconds: 5)])
+                == "STOPPING=1\nERRNO=2\nEXTEND_TIMEOUT_USEC=5"
+        )
+        #expect(
+            NotifyMessage.datagram([.watchdog, .watchdogTrigger, .ready]) == "WATCHDOG=1\nWATCHDOG=trigger\nREADY=1"
+        )
+    }
+}
+
+/// Real signals sent to this process. Only user signals, `SIGALRM` and real-time signals: stop
+/// signals go to child processes (see the vigild tests).
+@Suite(.serialized) struct InProcessSignalTests {
+    @Test func ownedSignalsBecomeEvents() async throws {
+        var signals = SignalMap()
+        signals[.sigusr2] = .userSignal
+        signals[.sigalrm] = .reload
+        signals[.realTime(4)] = .reload
+        let log = AsyncRecorder<String>()
+        try await withRunningDaemon(listeners: [RecordingListener("l", log: log)], signals: signals) { daemon in
+            kill(getpid(), SIGUSR2)
+            try await daemon.observer.records.wait { $0.contains(.userSignal(.sigusr2)) }
+            kill(getpid(), SIGALRM)
+            try await daemon.observer.records.wait {
+                $0.contains { if case .reloadApplied(2, _) = $0 { true } else { false } }
+            }
+            kill(getpid(), ProcessSignal.realTime(4).rawValue)
+            try await daemon.observer.records.wait {
+                $0.contains { if case .reloadApplied(3, _) = $0 { true } else { false } }
+            }
+        }
+    }
+}
+
+/// The mediator inside a swift-service-lifecycle `ServiceGroup`, next to a daemon's own service.
+@Suite struct ServiceGroupInteropTests {
+    struct OtherService: Service {
+        let events: AsyncRecorder<String>
+        let finishOnItsOwn: Bool
+        func run() async throws {
+            events.append("other.running")
+            if finishOnItsOwn { return }
+            try? await gracefulShutdown()
+            events.append("other.shutdown")
+        }
+    }
+
+    @Test func terminatingTheMediatorShutsTheGroupDown() async throws {
+        let log = AsyncRecorder<String>()
+        let events = AsyncRecorder<String>()
+        let notifier = RecordingNotifier()
+        let group = try ListenerGroup(
+            listeners: [RecordingListener("l", log: log)],
+            configuration: .init(logger: .init(label: "test"), notifier: notifier, signals: SignalMap())
+        )
+        let services = ServiceGroup(
+            configuration: .init(
+                services: [
+                    group.serviceConfiguration, .init(service: OtherService(events: events, finishOnItsOwn: false)),
+                ],
+                logger: .init(label: "test")
+            )
+        )
+        let running = Task { try await services.run() }
+        try await notifier.waitForReady()
+        try await events.wait { $0.contains("other.running") }
+        group.requestTermination(.requested("test"))
+        try await running.value
+        #expect(events.values == ["other.running", "other.shutdown"])
+        #expect(log.values.contains("l.terminate.done"))
+    }
+
+    @Test func theGroupsGracefulShutdownTerminatesTheListeners() async throws {
+        let log = AsyncRecorder<String>()
+        let events = AsyncRecorder<String>()
+        let group = try ListenerGroup(
+            listeners: [RecordingListener("l", log: log)],
+            configuration: .init(logger: .init(label: "test"), signals: SignalMap())
+        )
+        let services = ServiceGroup(
+            configuration: .init(
+                services: [
+                    group.serviceConfiguration,
+                    .init(
+                        service: OtherService(events: events, finishOnItsOwn: true),
+                        successTerminationBehavior: .gracefullyShutdownGroup
+                    ),
+                ],
+                logger: .init(label: "test")
+            )
+        )
+        try await services.run()
+        #expect(log.values == ["l.start", "l.start.done", "l.terminate", "l.terminate.done"])
+    }
+}

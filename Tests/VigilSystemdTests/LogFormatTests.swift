@@ -1,0 +1,142 @@
+import Logging
+import Testing
+import VigilSystemd
+
+@Suite struct JournalFieldNameTests {
+    @Test(arguments: [
+        ("sl-service", "SL_SERVICE"), ("http.status", "HTTP_STATUS"), ("requestID", "REQUESTID"),
+        ("_private", "PRIVATE"), ("__x", "X"), ("2fa", "F_2FA"), ("", "FIELD"), ("---", "FIELD"),
+        ("MESSAGE_ID", "MESSAGE_ID"), ("größe", "GR__E"), ("a b", "A_B"),
+        (String(repeating: "k", count: 80), String(repeating: "K", count: 64)),
+    ])
+    func sanitises(key: String, field: String) {
+        #expect(JournalFieldName.sanitize(key) == field)
+    }
+}
+
+@Suite struct StderrFormatTests {
+    @Test(arguments: [
+        (Logger.Level.trace, "<7>"), (.debug, "<7>"), (.info, "<6>"), (.notice, "<5>"), (.warning, "<4>"),
+        (.error, "<3>"), (.critical, "<2>"),
+    ])
+    func prefixesThePriority(level: Logger.Level, prefix: String) {
+        let line = StderrLogHandler.line(
+            format: .syslogPrefixed,
+            label: "vigild",
+            level: level,
+            message: "hi",
+            metadata: [:],
+            time: ""
+        )
+        #expect(line == prefix + "hi")
+    }
+
+    @Test func prefixedLinesKeepOneEntryPerLine() {
+        let line = StderrLogHandler.line(
+            format: .syslogPrefixed,
+            label: "vigild",
+            level: .error,
+            message: "first\nsecond",
+            metadata: ["b": "2", "a": "1"],
+            time: ""
+        )
+        #expect(line == "<3>first\\nsecond a=1 b=2")
+    }
+
+    @Test func terminalLinesAreReadable() {
+        let plain = StderrLogHandler.line(
+            format: .terminal(colors: false),
+            label: "vigild",
+            level: .warning,
+            message: "disk almost full",
+            metadata: ["path": "/var"],
+            time: "2026-11-21 10:00:00.000"
+        )
+        #expect(plain == "2026-11-21 10:00:00.000 warning vigild: disk almost full path=/var")
+        let coloured = StderrLogHandler.line(
+            format: .terminal(colors: true),
+            label: "vigild",
+            level: .error,
+            message: "x",
+            metadata: [:],
+            time: "T"
+        )
+        #expect(coloured == "T \u{1B}[31merror\u{1B}[0m vigild: x")
+    }
+
+    @Test func theLevelIsSharedAndAdjustableAtRunTime() {
+        let control = LogLevelControl(.info)
+        let handler = StderrLogHandler(label: "a", format: .syslogPrefixed, levelControl: control)
+        let journal = JournalLogHandler(label: "b", identifier: "vigild", levelControl: control)
+        control.level = .debug
+        #expect(handler.logLevel == .debug && journal.logLevel == .debug)
+        var copy = handler
+        copy.logLevel = .error
+        #expect(journal.logLevel == .error)
+    }
+}
+
+@Suite struct MessageIDTests {
+    @Test func idsAreDistinct128BitHex() {
+        let ids = LifecycleMessageID.all.map(\.id.rawValue)
+        #expect(Set(ids).count == ids.count)
+        #expect(ids.allSatisfy { $0.count == 32 && $0.allSatisfy(\.isHexDigit) && $0 == $0.lowercased() })
+    }
+}
+
+@Suite struct JournalEntryTests {
+    private func fields(
+        _ metadata: Logger.Metadata,
+        message: Logger.Message = "hello",
+        error: (any Error)? = nil
+    ) -> [String] {
+        var event = LogEvent(
+            level: .warning,
+            message: message,
+            metadata: nil,
+            source: "VigilTests",
+            file: "Vigil/Thing.swift",
+            function: "run()",
+            line: 42
+        )
+        event.error = error
+        return JournalEntry.fields(event: event, label: "vigild.worker", identifier: "vigild", metadata: metadata)
+    }
+
+    @Test func carriesTheStandardFields() {
+        #expect(
+            fields([:], message: "line one\nline two") == [
+                "MESSAGE=line one\nline two", "PRIORITY=4", "SYSLOG_IDENTIFIER=vigild", "CODE_FILE=Vigil/Thing.swift",
+                "CODE_LINE=42", "CODE_FUNC=run()", "SWIFT_LOG_LABEL=vigild.worker", "SWIFT_LOG_SOURCE=VigilTests",
+            ]
+        )
+    }
+
+    @Test func sanitisesFlattensAndResolvesCollisions() {
+        let extra = fields([
+            "sl-service": "http",
+            "request": ["id": "7", "peer": ["addr": "::1"]],
+            "tags": ["a", "b"],
+            "message": "would overwrite MESSAGE",
+            "MESSAGE_ID": "61ece635e54942e1b9c1dd26c92678c0",
+            "sl_service": "second",
+        ]).dropFirst(8)
+        #expect(
+            Array(extra) == [
+                "MESSAGE_ID=61ece635e54942e1b9c1dd26c92678c0",
+                "MESSAGE_2=would overwrite MESSAGE",
+                "REQUEST_ID=7",
+                "REQUEST_PEER_ADDR=::1",
+                "SL_SERVICE=http",
+                "SL_SERVICE_2=second",
+                "TAGS_0=a",
+                "TAGS_1=b",
+            ]
+        )
+    }
+
+    @Test func attachesTheError() {
+        struct Boom: Error, CustomStringConvertible { var description = "boom" }
+        #expect(fields([:], error: Boom()).last == "SWIFT_LOG_ERROR=boom")
+    }
+}

@@ -1,0 +1,93 @@
+import Logging
+import Synchronization
+import Testing
+import Vigil
+import VigilTesting
+
+/// Captures log entries in memory.
+final class CapturingLogHandlerStore: Sendable {
+    let entries = Mutex<[(Logger.Level, String, Logger.Metadata)]>([])
+}
+
+struct CapturingLogHandler: LogHandler {
+    let store: CapturingLogHandlerStore
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+    func log(event: LogEvent) {
+        store.entries.withLock { $0.append((event.level, "\(event.message)", event.metadata ?? [:])) }
+    }
+}
+
+@Suite struct LifecycleLoggerTests {
+    @Test func everyRecordBecomesOneEntryWithItsMessageID() {
+        let store = CapturingLogHandlerStore()
+        let logger = Logger(label: "t") { _ in CapturingLogHandler(store: store) }
+        let observer = LifecycleLogger(logger: logger, version: "1.2.3")
+        observer.observe(.started(generation: 1, timeToReady: .milliseconds(3)))
+        observer.observe(
+            .reloadRejected(
+                .init(listener: "config", reason: "heartbeat.interval must be > 0"),
+                generation: 1,
+                duration: .microseconds(250)
+            )
+        )
+        observer.observe(.stopping(.signal(.sigterm)))
+        let entries = store.entries.withLock { $0 }
+        #expect(entries.count == 3)
+        #expect(entries[0].2["MESSAGE_ID"] == .string(LifecycleMessageID.started.rawValue))
+        #expect(entries[0].2["VIGIL_VERSION"] == "1.2.3")
+        #expect(entries[0].2["VIGIL_DURATION_USEC"] == "3000")
+        #expect(entries[1].0 == .error)
+        #expect(
+            entries[1].1 == "Reload rejected by config: heartbeat.interval must be > 0. Still running generation 1."
+        )
+        #expect(entries[1].2["MESSAGE_ID"] == .string(LifecycleMessageID.reloadRejected.rawValue))
+        #expect(entries[1].2["VIGIL_REASON"] == "heartbeat.interval must be > 0")
+        #expect(entries[2].2["VIGIL_REASON"] == "SIGTERM")
+    }
+}
+
+@Suite struct DaemonTests {
+    private func makeDaemon(_ listener: RecordingListener, notifier: RecordingNotifier) -> Daemon {
+        let store = CapturingLogHandlerStore()
+        let logging = Daemon.Logging(
+            levelControl: LogLevelControl(),
+            logger: Logger(label: "t") { _ in CapturingLogHandler(store: store) },
+            destination: .syslogPrefixedStderr
+        )
+        var daemon = Daemon(identifier: "testd", version: "0", listeners: [listener], logging: logging)
+        daemon.notifier = notifier
+        daemon.signals = SignalMap()
+        daemon.watchdog = Watchdog(interval: .milliseconds(100))
+        return daemon
+    }
+
+    @Test func runsListenersPingsTheWatchdogAfterProbesAndStopsCleanly() async throws {
+        let log = AsyncRecorder<String>()
+        let notifier = RecordingNotifier()
+        let daemon = makeDaemon(RecordingListener("worker", log: log), notifier: notifier)
+        let running = Task { await daemon.run() }
+        try await notifier.waitForReady()
+        // The watchdog pings only after a probe went through the mediator and the listener.
+        try await notifier.notifications.wait { $0.filter { $0 == [.watchdog] }.count >= 2 }
+        #expect(log.values.contains("worker.health.done"))
+        running.cancel()  // cancellation counts as a stop request
+        #expect(await running.value == 0)
+        #expect(log.values.contains("worker.terminate.done"))
+    }
+
+    @Test func aFailedStartReturnsOne() async throws {
+        let log = AsyncRecorder<String>()
+        let notifier = RecordingNotifier()
+        let daemon = makeDaemon(
+            RecordingListener("worker", log: log, behaviors: ["start": .fail("no")]),
+            notifier: notifier
+        )
+        #expect(await daemon.run() == 1)
+        #expect(!notifier.datagrams.contains { $0.contains("READY=1") })
+    }
+}

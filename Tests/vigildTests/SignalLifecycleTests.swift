@@ -1,0 +1,116 @@
+import Glibc
+import Testing
+import VigilTesting
+
+/// Real signals to a real `vigild` child, observed through a real notify socket, as systemd
+/// sees them.
+@Suite(.serialized) struct SignalLifecycleTests {
+    @Test func hupUsr1AndTermProduceExactlyTheExpectedDatagrams() async throws {
+        let socket = try FakeNotifySocket()
+        let (daemon, _) = try await VigildBinary.start(socket: socket)
+
+        let beforeHUP = MonotonicNow.microseconds()
+        daemon.send(SIGHUP)
+        let afterReload = try await socket.datagrams.wait("reload READY") { $0.count >= 3 }
+        let reloading = afterReload[1]
+        #expect(reloading.lines.count == 3)
+        #expect(reloading.lines.prefix(2).first == "RELOADING=1")
+        let stamp = try #require(reloading.value("MONOTONIC_USEC").flatMap(UInt64.init))
+        #expect(
+            stamp >= beforeHUP && stamp <= reloading.receivedAt,
+            "MONOTONIC_USEC lies between the signal and the receipt"
+        )
+        #expect(afterReload[2].text == "STATUS=Running (generation 2); reload applied\nREADY=1")
+
+        daemon.send(SIGUSR1)
+        let afterUser = try await socket.datagrams.wait("status report") { $0.count >= 4 }
+        #expect(afterUser[3].text == "STATUS=Running (generation 2); 0 heartbeats")
+
+        daemon.send(SIGTERM)
+        #expect(try await daemon.waitForExit() == 0)
+        let all = socket.datagrams.values
+        #expect(all.map(\.senderPID).allSatisfy { $0 == daemon.pid })
+        #expect(
+            all.map(\.text).map { $0.hasPrefix("RELOADING=1\nMONOTONIC_USEC=") ? "RELOADING" : $0 } == [
+                "STATUS=Running (generation 1)\nREADY=1",
+                "RELOADING",
+                "STATUS=Running (generation 2); reload applied\nREADY=1",
+                "STATUS=Running (generation 2); 0 heartbeats",
+                "STOPPING=1\nSTATUS=Stopping (SIGTERM)…",
+            ]
+        )
+    }
+
+    @Test func sigintStopsCleanly() async throws {
+        let socket = try FakeNotifySocket()
+        let (daemon, _) = try await VigildBinary.start(socket: socket)
+        daemon.send(SIGINT)
+        #expect(try await daemon.waitForExit() == 0)
+        #expect(socket.datagrams.values.last?.text == "STOPPING=1\nSTATUS=Stopping (SIGINT)…")
+    }
+
+    @Test func aBurstOfTenThousandHangupsNeverOverlapsAndStillStopsCleanly() async throws {
+        let socket = try FakeNotifySocket()
+        let (daemon, _) = try await VigildBinary.start(socket: socket)
+        for _ in 0..<10_000 { daemon.send(SIGHUP) }
+        daemon.send(SIGTERM)
+        #expect(try await daemon.waitForExit() == 0)
+        let kinds = socket.datagrams.values.map { datagram -> String in
+            if datagram.lines.contains("RELOADING=1") { return "R" }
+            if datagram.lines.contains("READY=1") { return "Y" }
+            if datagram.lines.contains("STOPPING=1") { return "S" }
+            return "?"
+        }
+        #expect(kinds.first == "Y")
+        #expect(kinds.last == "S")
+        // Between the first READY and STOPPING: strictly RELOADING, READY, RELOADING, READY, …
+        let reloads = kinds.dropFirst().dropLast()
+        #expect(reloads.count % 2 == 0)
+        #expect(reloads.enumerated().allSatisfy { $0.element == ($0.offset % 2 == 0 ? "R" : "Y") }, "\(kinds)")
+        #expect(reloads.count >= 2, "at least one reload happened")
+    }
+
+    @Test func aFailedStartExitsNonZeroWithTheListenerAndReason() async throws {
+        let socket = try FakeNotifySocket()
+        let directory = VigildBinary.temporaryDirectory()
+        let daemon = try DaemonProcess(
+            executable: VigildBinary.path,
+            environment: ["NOTIFY_SOCKET": socket.path, "VIGIL_FAILPOINTS": "start-fail"],
+            outputPath: directory + "/output.log"
+        )
+        #expect(try await daemon.waitForExit() == 1)
+        #expect(!socket.datagrams.values.contains { $0.lines.contains("READY=1") })
+        #expect(
+            socket.datagrams.values.last?.text
+                == "STATUS=Failed to start: failpoints failpoint start-fail is set (VIGIL_FAILPOINTS)"
+        )
+        let output = try String(contentsOfFile: directory + "/output.log")
+        #expect(output.contains("<2>Start-up failed in failpoints: failpoint start-fail is set (VIGIL_FAILPOINTS)"))
+    }
+}
+
+enum MonotonicNow {
+    static func microseconds() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000
+    }
+}
+
+extension String {
+    /// Reads a whole file (tests only; no Foundation).
+    init(contentsOfFile path: String) throws {
+        guard let file = fopen(path, "r") else { throw FileError(path: path) }
+        defer { fclose(file) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = fread(&buffer, 1, buffer.count, file)
+            if count <= 0 { break }
+            bytes += buffer[0..<count]
+        }
+        self = String(decoding: bytes, as: UTF8.self)
+    }
+
+    struct FileError: Error { var path: String }
+}

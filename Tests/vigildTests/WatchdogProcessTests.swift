@@ -1,0 +1,42 @@
+import Glibc
+import Testing
+import VigilTesting
+
+/// The watchdog in a real process: pings at half the interval while healthy, none once the
+/// mediator is wedged (`VIGIL_FAILPOINTS=mediator-stall`).
+@Suite(.serialized) struct WatchdogProcessTests {
+    @Test func pingsAtHalfTheIntervalWhileHealthy() async throws {
+        let socket = try FakeNotifySocket()
+        let (daemon, _) = try await VigildBinary.start(socket: socket, environment: ["WATCHDOG_USEC": "200000"])
+        let ready = socket.datagrams.values.first { $0.lines.contains("READY=1") }!.receivedAt
+        let pings = try await socket.datagrams.wait("6 pings") { $0.filter { $0.text == "WATCHDOG=1" }.count >= 6 }
+            .filter { $0.text == "WATCHDOG=1" }
+        // Six pings at 100 ms each take at least 0.5 s after READY (the first comes at 100 ms).
+        #expect(pings[5].receivedAt - ready >= 550_000)
+        #expect(pings.allSatisfy { $0.senderPID == daemon.pid })
+        daemon.send(SIGTERM)
+        #expect(try await daemon.waitForExit() == 0)
+    }
+
+    @Test func noPingsOnceTheMediatorIsWedged() async throws {
+        let socket = try FakeNotifySocket()
+        let directory = VigildBinary.temporaryDirectory()
+        let daemon = try DaemonProcess(
+            executable: VigildBinary.path,
+            environment: [
+                "NOTIFY_SOCKET": socket.path, "WATCHDOG_USEC": "200000", "VIGIL_FAILPOINTS": "mediator-stall",
+            ],
+            outputPath: directory + "/output.log"
+        )
+        try await socket.datagrams.wait("READY=1") { $0.contains { $0.lines.contains("READY=1") } }
+        // Absence of pings can only be observed over time: ten ping intervals.
+        try await Task.sleep(for: .seconds(1))
+        let missed = try String(contentsOfFile: directory + "/output.log").split(separator: "\n").filter {
+            $0.contains("withholding the watchdog ping")
+        }.count
+        #expect(missed >= 3)
+        #expect(!socket.datagrams.values.contains { $0.text == "WATCHDOG=1" })
+        daemon.send(SIGKILL)
+        _ = try await daemon.waitForExit()
+    }
+}
