@@ -64,8 +64,7 @@ public final class DaemonProcess: Sendable {
         pid = child
         let spawned = child
         let exit = self.exit
-        // waitpid blocks: run it on a Dispatch thread, off Swift's cooperative pool.
-        DispatchQueue.global().async {
+        DetachedThread.run {
             var status: Int32 = 0
             while waitpid(spawned, &status, 0) < 0 && errno == EINTR {}
             let code: Int32 = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)

@@ -66,8 +66,7 @@ public final class FakeNotifySocket: Sendable {
         guard bound == 0 else { throw FakeNotifySocketError("bind \(path)", errno) }
         let datagrams = self.datagrams
         let done = self.done
-        // Blocking receives on a Dispatch thread, off Swift's cooperative pool.
-        DispatchQueue.global().async {
+        DetachedThread.run {
             Self.receive(descriptor, into: datagrams)
             done.signal()
         }
