@@ -2,29 +2,85 @@ import Logging
 import Synchronization
 import Vigil
 
-/// The reference daemon's worker: every `interval` it logs `message` with the field
-/// `VIGIL_HEARTBEAT=<count>` and counts.
+/// The reference daemon's worker: every `heartbeat.interval` seconds it logs
+/// `heartbeat.message` with the field `VIGIL_HEARTBEAT=<count>` and counts. The count lives in
+/// the state store under `heartbeat`, so it continues across restarts.
 final class HeartbeatWorker: Listener {
     struct Settings: Sendable, Hashable {
         var interval: Duration
         var message: String
+
+        init(_ configuration: VigildConfiguration) {
+            interval = .seconds(fractional: configuration.heartbeat.interval)
+            message = configuration.heartbeat.message
+        }
+    }
+
+    /// What the worker keeps in the state store.
+    struct State: Codable, Sendable {
+        var count: Int
     }
 
     let name = "heartbeat"
-    private let state: Mutex<(settings: Settings, count: Int, task: Task<Void, Never>?)>
+    let dependencies = ["configuration", "persistence"]
+    private let state = Mutex<(settings: Settings?, count: Int, task: Task<Void, Never>?)>((nil, 0, nil))
 
-    init(settings: Settings) {
-        state = Mutex((settings, 0, nil))
+    private let beatObserver = Mutex<@Sendable () -> Void>({})
+
+    /// Calls `observer` after each heartbeat (the runtime status writer).
+    func onBeat(_ observer: @escaping @Sendable () -> Void) {
+        beatObserver.withLock { $0 = observer }
     }
 
+    /// The heartbeats counted so far (restored ones included).
     var count: Int { state.withLock { $0.count } }
 
+    /// The settings in force.
+    var settings: Settings? { state.withLock { $0.settings } }
+
     func start(context: ListenerContext) async throws {
-        let logger = context.logger
-        // The worker's loop outlives `start`; it is cancelled in `terminate`.
+        let store = try context.values.require(StateStoreKey.self)
+        let restored = try store.value(State.self, forKey: name)?.count ?? 0
+        let settings = Settings(try context.values.require(CurrentConfiguration<VigildConfiguration>.self))
+        state.withLock {
+            $0.count = restored
+            $0.settings = settings
+        }
+        restart(settings, store: store, logger: context.logger)
+    }
+
+    func commitReload(_ reload: ReloadTransaction, context: ListenerContext) async throws {
+        let settings = Settings(try reload.proposed.require(CurrentConfiguration<VigildConfiguration>.self))
+        guard settings != self.settings else { return }
+        state.withLock { $0.settings = settings }
+        restart(settings, store: try context.values.require(StateStoreKey.self), logger: context.logger)
+    }
+
+    func userSignal(_ signal: ProcessSignal, context: ListenerContext) async throws {
+        guard signal == .sigusr1 else { return }
+        let count = self.count
+        let interval = settings.map { "\($0.interval)" } ?? "?"
+        context.logger.notice(
+            "Status report: generation \(context.generation), \(count) heartbeats, every \(interval)",
+            metadata: [
+                "VIGIL_HEARTBEAT": "\(count)", "VIGIL_GENERATION": "\(context.generation)",
+                "VIGIL_EVENT": "status-report",
+            ]
+        )
+        context.reportStatus("Running (generation \(context.generation)); \(count) heartbeats")
+    }
+
+    func terminate(reason: TerminationReason, context: ListenerContext) async throws {
+        let task = state.withLock { $0.task.take() }
+        task?.cancel()
+        await task?.value
+    }
+
+    private func restart(_ settings: Settings, store: StateStore, logger: Logger) {
+        // The worker's loop outlives `start`; it is replaced on an applied reload and cancelled
+        // at stop.
         let task = Task { [self] in
             while !Task.isCancelled {
-                let settings = state.withLock { $0.settings }
                 do {
                     try await Task.sleep(for: settings.interval)
                 } catch {
@@ -34,21 +90,19 @@ final class HeartbeatWorker: Listener {
                     state.count += 1
                     return state.count
                 }
+                do {
+                    try store.set(State(count: count), forKey: name)
+                } catch {
+                    logger.error("Could not record heartbeat \(count) in the state store: \(error)")
+                }
                 logger.info("\(settings.message)", metadata: ["VIGIL_HEARTBEAT": "\(count)"])
+                beatObserver.withLock { $0 }()
             }
         }
-        state.withLock { $0.task = task }
-    }
-
-    func userSignal(_ signal: ProcessSignal, context: ListenerContext) async throws {
-        let count = self.count
-        context.logger.info("Status report: \(count) heartbeats", metadata: ["VIGIL_HEARTBEAT": "\(count)"])
-        context.reportStatus("Running (generation \(context.generation)); \(count) heartbeats")
-    }
-
-    func terminate(reason: TerminationReason, context: ListenerContext) async throws {
-        let task = state.withLock { $0.task.take() }
-        task?.cancel()
-        await task?.value
+        let previous = state.withLock { state -> Task<Void, Never>? in
+            defer { state.task = task }
+            return state.task
+        }
+        previous?.cancel()
     }
 }

@@ -75,6 +75,7 @@ import VigilTesting
         let directory = VigildBinary.temporaryDirectory()
         let daemon = try DaemonProcess(
             executable: VigildBinary.path,
+            arguments: ["run", "--state-directory", directory + "/state", "--runtime-directory", directory + "/run"],
             environment: ["NOTIFY_SOCKET": socket.path, "VIGIL_FAILPOINTS": "start-fail"],
             outputPath: directory + "/output.log"
         )

@@ -34,7 +34,8 @@ enum VigildBinary {
         environment["NOTIFY_SOCKET"] = socket.path
         let process = try DaemonProcess(
             executable: path,
-            arguments: arguments,
+            arguments: ["run", "--state-directory", directory + "/state", "--runtime-directory", directory + "/run"]
+                + arguments,
             environment: environment,
             outputPath: directory + "/output.log"
         )

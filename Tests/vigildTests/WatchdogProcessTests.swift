@@ -23,6 +23,7 @@ import VigilTesting
         let directory = VigildBinary.temporaryDirectory()
         let daemon = try DaemonProcess(
             executable: VigildBinary.path,
+            arguments: ["run", "--state-directory", directory + "/state", "--runtime-directory", directory + "/run"],
             environment: [
                 "NOTIFY_SOCKET": socket.path, "WATCHDOG_USEC": "200000", "VIGIL_FAILPOINTS": "mediator-stall",
             ],

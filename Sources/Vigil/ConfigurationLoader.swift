@@ -1,0 +1,85 @@
+/// Reads, decodes and validates a configuration file into the daemon author's own type.
+///
+/// The format is JSON with `//` and `/* */` comments and trailing commas. Every failure is a
+/// ``ConfigurationError`` naming the file, the key path, the line and column, and the reason:
+/// unreadable file, empty file, syntax error, wrong top-level type, wrong value type, unknown
+/// key (with "did you mean"), invalid value.
+public struct ConfigurationLoader<Configuration: ValidatedConfiguration>: Sendable {
+    /// Creates a loader.
+    public init() {}
+
+    /// Loads `path`.
+    public func load(path: String) throws(ConfigurationError) -> Configuration {
+        let bytes: [UInt8]
+        do {
+            bytes = try FileSystem.read(path)
+        } catch {
+            throw ConfigurationError(
+                file: path,
+                keyPath: "",
+                reason: "\(error.description.replacing("cannot read \(path): ", with: "cannot read the file: "))"
+            )
+        }
+        return try decode(bytes, file: path)
+    }
+
+    /// Decodes configuration text; `file` names it in errors.
+    public func decode(_ bytes: [UInt8], file: String) throws(ConfigurationError) -> Configuration {
+        let root: JSONValue
+        do {
+            root = try JSONParser.parse(bytes)
+        } catch {
+            throw ConfigurationError(
+                file: file,
+                keyPath: "",
+                line: error.position.line,
+                column: error.position.column,
+                reason: error.message == "the file is empty (only white space or comments)"
+                    ? "the file is empty; write {} to use every default, or remove the file"
+                    : "not valid JSON: \(error.message)"
+            )
+        }
+        guard case .object = root.kind else {
+            throw ConfigurationError(
+                file: file,
+                keyPath: "",
+                line: root.position.line,
+                column: root.position.column,
+                reason: "the top level must be an object ({ … }), found \(root.summary)"
+            )
+        }
+        let configuration: Configuration
+        do {
+            configuration = try JSONValueDecoder.decode(Configuration.self, from: root, rejectUnknownKeys: true)
+        } catch let failure as JSONValueDecoder.Failure {
+            throw ConfigurationError(
+                file: file,
+                keyPath: failure.path.joined(separator: "."),
+                line: failure.position.line,
+                column: failure.position.column,
+                reason: failure.message
+            )
+        } catch let invalid as InvalidValue {
+            throw error(invalid, in: root, file: file)
+        } catch {
+            throw ConfigurationError(file: file, keyPath: "", reason: "\(error)")
+        }
+        do {
+            try configuration.validate()
+        } catch {
+            throw self.error(error, in: root, file: file)
+        }
+        return configuration
+    }
+
+    private func error(_ invalid: InvalidValue, in root: JSONValue, file: String) -> ConfigurationError {
+        let position = JSONValueDecoder.position(of: invalid.keyPath, in: root)
+        return ConfigurationError(
+            file: file,
+            keyPath: invalid.keyPath.joined(separator: "."),
+            line: position.line,
+            column: position.column,
+            reason: invalid.reason
+        )
+    }
+}

@@ -1,0 +1,63 @@
+/// A parsed JSON value with where it stood in its file.
+///
+/// Vigil parses configuration and state itself instead of using Foundation's `JSONDecoder`, so
+/// that errors can name the line and column of any key, unknown keys can be detected, and the
+/// binary stays free of Foundation.
+package struct JSONValue: Sendable, Hashable {
+    /// The value itself.
+    package enum Kind: Sendable, Hashable {
+        case object([Member])
+        case array([JSONValue])
+        case string(String)
+        /// The number's text as written, so integers stay exact.
+        case number(String)
+        case bool(Bool)
+        case null
+    }
+
+    /// One `"key": value` pair of an object, in file order.
+    package struct Member: Sendable, Hashable {
+        package var key: String
+        package var keyPosition: Position
+        package var value: JSONValue
+
+        package init(key: String, keyPosition: Position = .none, value: JSONValue) {
+            self.key = key
+            self.keyPosition = keyPosition
+            self.value = value
+        }
+    }
+
+    /// A 1-based line and column; zero when the value was not parsed from text.
+    package struct Position: Sendable, Hashable {
+        package var line: Int
+        package var column: Int
+        package static let none = Position(line: 0, column: 0)
+    }
+
+    package var kind: Kind
+    package var position: Position
+
+    package init(_ kind: Kind, position: Position = .none) {
+        self.kind = kind
+        self.position = position
+    }
+
+    /// What this is, for error messages: "an object", "the string \"x\"", "the number 5", …
+    package var summary: String {
+        switch kind {
+        case .object: "an object"
+        case .array: "an array"
+        case .string(let text): "the string \"\(text.count > 40 ? text.prefix(40) + "…" : Substring(text))\""
+        case .number(let text): "the number \(text)"
+        case .bool(let value): "\(value)"
+        case .null: "null"
+        }
+    }
+
+    /// The member named `key`, if this is an object that has it.
+    package subscript(key: String) -> JSONValue? {
+        guard case .object(let members) = kind else { return nil }
+        return members.last { $0.key == key }?.value
+    }
+}

@@ -1,0 +1,313 @@
+/// Decodes a `Decodable` type from a ``JSONValue``, knowing where every value stood in its
+/// file, and which keys the type never asked for (unknown keys: usually typos).
+package enum JSONValueDecoder {
+    /// A decoding failure: the key path, its position, and the reason in an admin's words.
+    package struct Failure: Error, Hashable, Sendable {
+        /// `["heartbeat", "interval"]`.
+        package var path: [String]
+        package var position: JSONValue.Position
+        package var message: String
+    }
+
+    /// Decodes `type` from `value`.
+    ///
+    /// - Parameter rejectUnknownKeys: when `true`, a key that the type never looked at is an
+    ///   error, with a "did you mean" when a known key is close.
+    package static func decode<T: Decodable>(
+        _ type: T.Type,
+        from value: JSONValue,
+        rejectUnknownKeys: Bool
+    ) throws -> T {
+        let tracker = Tracker()
+        let result: T
+        do {
+            result = try T(from: ValueDecoder(value: value, path: [], tracker: tracker))
+        } catch let failure as Failure {
+            throw failure
+        } catch let error as DecodingError {
+            throw failureFor(error, in: value)
+        }
+        if rejectUnknownKeys { try tracker.checkUnknownKeys(in: value, path: []) }
+        return result
+    }
+
+    /// The value at `path`, if there is one.
+    package static func value(at path: [String], in root: JSONValue) -> JSONValue? {
+        var current = root
+        for component in path {
+            switch current.kind {
+            case .object: guard let next = current[component] else { return nil }; current = next
+            case .array(let elements):
+                guard let index = Int(component), elements.indices.contains(index) else { return nil }
+                current = elements[index]
+            default: return nil
+            }
+        }
+        return current
+    }
+
+    /// The position of the deepest existing value along `path`.
+    package static func position(of path: [String], in root: JSONValue) -> JSONValue.Position {
+        var length = path.count
+        while length > 0 {
+            if let value = value(at: Array(path.prefix(length)), in: root) { return value.position }
+            length -= 1
+        }
+        return root.position
+    }
+
+    private static func failureFor(_ error: DecodingError, in root: JSONValue) -> Failure {
+        let (path, message): ([any CodingKey], String) =
+            switch error {
+            case .typeMismatch(_, let context), .valueNotFound(_, let context), .dataCorrupted(let context):
+                (context.codingPath, context.debugDescription)
+            case .keyNotFound(let key, let context):
+                (context.codingPath, "the required key \"\(key.stringValue)\" is missing")
+            @unknown default:
+                ([], "\(error)")
+            }
+        let names = path.map(\.stringValue)
+        return Failure(path: names, position: position(of: names, in: root), message: message)
+    }
+
+    /// Which keys each object's type asked for.
+    final class Tracker {
+        private var asked: [[String]: Set<String>] = [:]
+        private var everything: Set<[String]> = []
+
+        func asked(_ key: String, at path: [String]) { asked[path, default: []].insert(key) }
+        func opened(_ path: [String]) { _ = asked[path, default: []] }
+        func askedEverything(at path: [String]) { everything.insert(path) }
+
+        func checkUnknownKeys(in value: JSONValue, path: [String]) throws {
+            switch value.kind {
+            case .object(let members):
+                if let known = asked[path], !everything.contains(path) {
+                    for member in members where !known.contains(member.key) {
+                        let location = path.isEmpty ? "at the top level" : "in \"\(path.joined(separator: "."))\""
+                        var message = "unknown key \"\(member.key)\" \(location)"
+                        if let suggestion = Self.closest(to: member.key, in: known) {
+                            message += "; did you mean \"\(suggestion)\"?"
+                        } else if !known.isEmpty {
+                            message += "; known keys: " + known.sorted().map { "\"\($0)\"" }.joined(separator: ", ")
+                        }
+                        throw Failure(path: path + [member.key], position: member.keyPosition, message: message)
+                    }
+                }
+                for member in members { try checkUnknownKeys(in: member.value, path: path + [member.key]) }
+            case .array(let elements):
+                for (index, element) in elements.enumerated() {
+                    try checkUnknownKeys(in: element, path: path + ["\(index)"])
+                }
+            default:
+                break
+            }
+        }
+
+        static func closest(to key: String, in known: Set<String>) -> String? {
+            let lowered = key.lowercased()
+            let scored = known.map { ($0, editDistance(lowered, $0.lowercased())) }
+            guard let best = scored.min(by: { ($0.1, $0.0) < ($1.1, $1.0) }) else { return nil }
+            return best.1 <= max(2, key.count / 3) ? best.0 : nil
+        }
+
+        static func editDistance(_ a: String, _ b: String) -> Int {
+            let a = Array(a)
+            let b = Array(b)
+            var previous = Array(0...b.count)
+            for i in 1...max(a.count, 1) where !a.isEmpty {
+                var current = [i] + Array(repeating: 0, count: b.count)
+                for j in 1...max(b.count, 1) where !b.isEmpty {
+                    current[j] = min(
+                        previous[j] + 1,
+                        current[j - 1] + 1,
+                        previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)
+                    )
+                }
+                previous = current
+            }
+            return a.isEmpty ? b.count : previous[b.count]
+        }
+    }
+
+    struct Key: CodingKey {
+        var stringValue: String
+        var intValue: Int?
+        init(stringValue: String) { self.stringValue = stringValue }
+        init(intValue: Int) {
+            self.stringValue = "\(intValue)"
+            self.intValue = intValue
+        }
+    }
+
+    struct ValueDecoder: Decoder {
+        let value: JSONValue
+        let path: [String]
+        let tracker: Tracker
+        var codingPath: [any CodingKey] { path.map { Key(stringValue: $0) } }
+        var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+        func fail(_ message: String) -> Failure {
+            Failure(path: path, position: value.position, message: message)
+        }
+
+        func container<K: CodingKey>(keyedBy type: K.Type) throws -> KeyedDecodingContainer<K> {
+            guard case .object(let members) = value.kind else {
+                throw fail("expected an object, found \(value.summary)")
+            }
+            tracker.opened(path)
+            var byKey: [String: JSONValue] = [:]
+            for member in members { byKey[member.key] = member.value }
+            return KeyedDecodingContainer(KeyedContainer<K>(decoder: self, members: byKey))
+        }
+
+        func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
+            guard case .array(let elements) = value.kind else {
+                throw fail("expected an array, found \(value.summary)")
+            }
+            return UnkeyedContainer(decoder: self, elements: elements)
+        }
+
+        func singleValueContainer() throws -> any SingleValueDecodingContainer { SingleContainer(decoder: self) }
+
+        func child(_ value: JSONValue, _ key: String) -> ValueDecoder {
+            ValueDecoder(value: value, path: path + [key], tracker: tracker)
+        }
+
+        func unbox<T: Decodable>(_ type: T.Type) throws -> T {
+            switch type {
+            case is Bool.Type:
+                guard case .bool(let flag) = value.kind else {
+                    throw fail("expected true or false, found \(value.summary)")
+                }
+                return flag as! T
+            case is String.Type:
+                guard case .string(let text) = value.kind else {
+                    throw fail("expected a string, found \(value.summary)")
+                }
+                return text as! T
+            case is Double.Type, is Float.Type:
+                guard case .number(let text) = value.kind, let number = Double(text) else {
+                    throw fail("expected a number, found \(value.summary)")
+                }
+                return (type == Float.self ? Float(number) as Any : number as Any) as! T
+            case is Int.Type: return try integer(Int.self) as! T
+            case is Int64.Type: return try integer(Int64.self) as! T
+            case is Int32.Type: return try integer(Int32.self) as! T
+            case is Int16.Type: return try integer(Int16.self) as! T
+            case is Int8.Type: return try integer(Int8.self) as! T
+            case is UInt.Type: return try integer(UInt.self) as! T
+            case is UInt64.Type: return try integer(UInt64.self) as! T
+            case is UInt32.Type: return try integer(UInt32.self) as! T
+            case is UInt16.Type: return try integer(UInt16.self) as! T
+            case is UInt8.Type: return try integer(UInt8.self) as! T
+            default:
+                return try T(from: self)
+            }
+        }
+
+        func integer<I: FixedWidthInteger>(_ type: I.Type) throws -> I {
+            guard case .number(let text) = value.kind else {
+                throw fail("expected a whole number, found \(value.summary)")
+            }
+            if let exact = I(text) { return exact }
+            if let number = Double(text), number.rounded() == number, let exact = I(exactly: number) { return exact }
+            if Double(text)?.rounded() == Double(text) {
+                throw fail("\(text) is out of range (\(I.min) to \(I.max))")
+            }
+            throw fail("expected a whole number, found \(value.summary)")
+        }
+    }
+
+    struct KeyedContainer<K: CodingKey>: KeyedDecodingContainerProtocol {
+        let decoder: ValueDecoder
+        let members: [String: JSONValue]
+        var codingPath: [any CodingKey] { decoder.codingPath }
+        var allKeys: [K] {
+            decoder.tracker.askedEverything(at: decoder.path)
+            return members.keys.compactMap { K(stringValue: $0) }
+        }
+
+        func contains(_ key: K) -> Bool {
+            decoder.tracker.asked(key.stringValue, at: decoder.path)
+            return members[key.stringValue] != nil
+        }
+
+        func member(_ key: K) throws -> JSONValue {
+            decoder.tracker.asked(key.stringValue, at: decoder.path)
+            guard let value = members[key.stringValue] else {
+                throw Failure(
+                    path: decoder.path + [key.stringValue],
+                    position: decoder.value.position,
+                    message: "the required key \"\(key.stringValue)\" is missing"
+                )
+            }
+            return value
+        }
+
+        func decodeNil(forKey key: K) throws -> Bool {
+            decoder.tracker.asked(key.stringValue, at: decoder.path)
+            guard let value = members[key.stringValue] else { return true }
+            return value.kind == .null
+        }
+
+        func decode<T: Decodable>(_ type: T.Type, forKey key: K) throws -> T {
+            let value = try member(key)
+            return try decoder.child(value, key.stringValue).unbox(type)
+        }
+
+        func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: K) throws -> T? {
+            decoder.tracker.asked(key.stringValue, at: decoder.path)
+            guard let value = members[key.stringValue], value.kind != .null else { return nil }
+            return try decoder.child(value, key.stringValue).unbox(type)
+        }
+
+        func nestedContainer<N: CodingKey>(keyedBy type: N.Type, forKey key: K) throws -> KeyedDecodingContainer<N> {
+            try decoder.child(try member(key), key.stringValue).container(keyedBy: type)
+        }
+
+        func nestedUnkeyedContainer(forKey key: K) throws -> any UnkeyedDecodingContainer {
+            try decoder.child(try member(key), key.stringValue).unkeyedContainer()
+        }
+
+        func superDecoder() throws -> any Decoder { decoder }
+        func superDecoder(forKey key: K) throws -> any Decoder { decoder.child(try member(key), key.stringValue) }
+    }
+
+    struct UnkeyedContainer: UnkeyedDecodingContainer {
+        let decoder: ValueDecoder
+        let elements: [JSONValue]
+        var currentIndex = 0
+        var codingPath: [any CodingKey] { decoder.codingPath }
+        var count: Int? { elements.count }
+        var isAtEnd: Bool { currentIndex >= elements.count }
+
+        mutating func next() throws -> ValueDecoder {
+            guard !isAtEnd else { throw decoder.fail("the array has too few elements") }
+            defer { currentIndex += 1 }
+            return decoder.child(elements[currentIndex], "\(currentIndex)")
+        }
+
+        mutating func decodeNil() throws -> Bool {
+            guard !isAtEnd, elements[currentIndex].kind == .null else { return false }
+            currentIndex += 1
+            return true
+        }
+
+        mutating func decode<T: Decodable>(_ type: T.Type) throws -> T { try next().unbox(type) }
+
+        mutating func nestedContainer<N: CodingKey>(keyedBy type: N.Type) throws -> KeyedDecodingContainer<N> {
+            try next().container(keyedBy: type)
+        }
+
+        mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer { try next().unkeyedContainer() }
+        mutating func superDecoder() throws -> any Decoder { try next() }
+    }
+
+    struct SingleContainer: SingleValueDecodingContainer {
+        let decoder: ValueDecoder
+        var codingPath: [any CodingKey] { decoder.codingPath }
+        func decodeNil() -> Bool { decoder.value.kind == .null }
+        func decode<T: Decodable>(_ type: T.Type) throws -> T { try decoder.unbox(type) }
+    }
+}

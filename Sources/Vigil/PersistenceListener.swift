@@ -1,0 +1,134 @@
+import Logging
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// The standard persistence listener: opens the ``StateStore`` at start, checkpoints it on
+/// `SIGUSR1`, at stop, and periodically when something changed; detects an unclean previous
+/// shutdown.
+///
+/// Unclean-shutdown detection: a marker file (`<state file>.running`) is written at start and
+/// removed after the final checkpoint of a clean stop; finding it at start means the previous
+/// run crashed, was killed with `SIGKILL`, or lost power. That is logged at warning level with
+/// the unclean-shutdown `MESSAGE_ID`, and ``previousShutdownClean`` is `false`.
+public final class PersistenceListener<Configuration: ValidatedConfiguration>: Listener {
+    /// `persistence`: listeners that keep state depend on it.
+    public let name = "persistence"
+    public let dependencies: [String]
+    /// The state file.
+    public let path: String
+    private let interval: @Sendable (Configuration) -> Duration
+    private let state = Mutex<(task: Task<Void, Never>?, store: StateStore?, clean: Bool?)>((nil, nil, nil))
+
+    /// Creates the listener.
+    ///
+    /// - Parameters:
+    ///   - path: the state file, e.g. `$STATE_DIRECTORY/state.json`.
+    ///   - configurationListener: the name of the listener providing `Configuration`.
+    ///   - checkpointInterval: how often to checkpoint from the configuration; zero means only
+    ///     on `SIGUSR1` and at stop.
+    public init(
+        path: String,
+        configurationListener: String = "configuration",
+        checkpointInterval: @escaping @Sendable (Configuration) -> Duration
+    ) {
+        self.path = path
+        self.dependencies = [configurationListener]
+        self.interval = checkpointInterval
+    }
+
+    /// `false` when the previous run did not stop cleanly; `nil` before start.
+    public var previousShutdownClean: Bool? { state.withLock { $0.clean } }
+
+    /// The store, once started.
+    public var store: StateStore? { state.withLock { $0.store } }
+
+    private var markerPath: String { path + ".running" }
+
+    public func start(context: ListenerContext) async throws {
+        try FileSystem.makeDirectories(FileSystem.parent(of: path))
+        let store = try StateStore(path: path)
+        if let aside = store.restored.movedAside, let problem = store.restored.problem {
+            context.logger.warning(
+                "The state file \(path) could not be read (\(problem)); moved it to \(aside) and starting from empty state",
+                metadata: ["VIGIL_STATE_FILE": "\(path)", "VIGIL_MOVED_TO": "\(aside)"]
+            )
+        }
+        let clean = !FileSystem.exists(markerPath)
+        if !clean {
+            let previous = (try? FileSystem.read(markerPath)).map { String(decoding: $0, as: UTF8.self) } ?? "?"
+            context.logger.warning(
+                "The previous run (pid \(previous.trimmingSuffix())) did not shut down cleanly; state is as of its last checkpoint",
+                metadata: [
+                    "MESSAGE_ID": .string(LifecycleMessageID.uncleanShutdown.rawValue),
+                    "VIGIL_EVENT": "unclean-shutdown",
+                ]
+            )
+        }
+        try FileSystem.writeAtomically(Array("\(getpid())\n".utf8), to: markerPath)
+        context.values[StateStoreKey.self] = store
+        state.withLock {
+            $0.store = store
+            $0.clean = clean
+        }
+        let configuration = try context.values.require(CurrentConfiguration<Configuration>.self)
+        schedule(every: interval(configuration), store: store, logger: context.logger)
+    }
+
+    public func commitReload(_ reload: ReloadTransaction, context: ListenerContext) async throws {
+        guard let store = self.store else { return }
+        let configuration = try reload.proposed.require(CurrentConfiguration<Configuration>.self)
+        schedule(every: interval(configuration), store: store, logger: context.logger)
+    }
+
+    public func userSignal(_ signal: ProcessSignal, context: ListenerContext) async throws {
+        guard signal == .sigusr1, let store = self.store else { return }
+        try store.checkpoint(force: true)
+        context.logger.info("Checkpoint written to \(path)", metadata: ["VIGIL_EVENT": "checkpoint"])
+    }
+
+    public func terminate(reason: TerminationReason, context: ListenerContext) async throws {
+        let (task, store) = state.withLock { ($0.task.take(), $0.store) }
+        task?.cancel()
+        await task?.value
+        guard let store else { return }
+        try store.checkpoint(force: true)
+        try FileSystem.remove(markerPath)
+        try FileSystem.syncDirectory(of: markerPath)
+    }
+
+    private func schedule(every period: Duration, store: StateStore, logger: Logger) {
+        let task: Task<Void, Never>? =
+            period > .zero
+            ? Task {
+                // Periodic checkpoints run beside the mediator for the listener's lifetime;
+                // cancelled at stop or when a reload changes the interval.
+                while !Task.isCancelled {
+                    do {
+                        try await Task.sleep(for: period)
+                    } catch {
+                        return
+                    }
+                    do {
+                        try store.checkpoint()
+                    } catch {
+                        logger.error("Periodic checkpoint to \(store.path) failed: \(error)")
+                    }
+                }
+            } : nil
+        state.withLock { $0.task.take() }?.cancel()
+        state.withLock { $0.task = task }
+    }
+}
+
+extension String {
+    fileprivate func trimmingSuffix() -> Substring {
+        var text = Substring(self)
+        while text.last?.isWhitespace == true { text.removeLast() }
+        return text
+    }
+}
