@@ -99,7 +99,7 @@ let package = Package(
         ),
         .testTarget(
             name: "vigildTests",
-            dependencies: ["vigild", "VigilTesting"],
+            dependencies: ["vigild", "Vigil", "VigilTesting"],
             swiftSettings: strict
         ),
     ],

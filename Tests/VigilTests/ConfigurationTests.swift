@@ -1,0 +1,148 @@
+import Testing
+import Vigil
+
+/// A small configuration type standing in for a daemon author's own.
+struct SampleConfiguration: ValidatedConfiguration {
+    struct Server: Decodable, Sendable, Equatable {
+        var port = 8080
+        var host = "localhost"
+        init() {}
+        enum CodingKeys: String, CodingKey { case port, host }
+        init(from decoder: any Decoder) throws {
+            let keys = try decoder.container(keyedBy: CodingKeys.self)
+            port = try keys.decode(Int.self, forKey: .port, default: 8080)
+            host = try keys.decode(String.self, forKey: .host, default: "localhost")
+        }
+    }
+
+    var name = "sample"
+    var ratio = 0.5
+    var verbose = false
+    var server = Server()
+    var tags: [String] = []
+
+    static let defaultConfiguration = SampleConfiguration()
+    init() {}
+    enum CodingKeys: String, CodingKey { case name, ratio, verbose, server, tags }
+    init(from decoder: any Decoder) throws {
+        let keys = try decoder.container(keyedBy: CodingKeys.self)
+        name = try keys.decode(String.self, forKey: .name, default: "sample")
+        ratio = try keys.decode(Double.self, forKey: .ratio, default: 0.5)
+        verbose = try keys.decode(Bool.self, forKey: .verbose, default: false)
+        server = try keys.decode(Server.self, forKey: .server, default: Server())
+        tags = try keys.decode([String].self, forKey: .tags, default: [])
+    }
+
+    func validate() throws(InvalidValue) {
+        guard (1...65535).contains(server.port) else {
+            throw InvalidValue(["server", "port"], "must be between 1 and 65535 (found \(server.port))")
+        }
+        guard ratio >= 0 && ratio <= 1 else {
+            throw InvalidValue(["ratio"], "must be between 0 and 1 (found \(ratio))")
+        }
+    }
+}
+
+@Suite struct ConfigurationLoaderTests {
+    private func load(_ text: String) throws(ConfigurationError) -> SampleConfiguration {
+        try ConfigurationLoader<SampleConfiguration>().decode(Array(text.utf8), file: "/etc/sample.json")
+    }
+
+    @Test func commentsTrailingCommasAndDefaults() throws {
+        let configuration = try load(
+            """
+            {
+              // a comment
+              "name": "svc", /* inline */
+              "server": { "port": 9000, },
+              "tags": ["a", "b",],
+            }
+            """
+        )
+        #expect(configuration.name == "svc")
+        #expect(configuration.server.port == 9000)
+        #expect(configuration.server.host == "localhost", "left out: the default")
+        #expect(configuration.ratio == 0.5)
+        #expect(configuration.tags == ["a", "b"])
+        #expect(try load("{}") == SampleConfiguration.defaultConfiguration)
+    }
+
+    @Test(arguments: [
+        ("", "/etc/sample.json:1:1: the file is empty; write {} to use every default, or remove the file"),
+        (
+            "  // only a comment\n",
+            "/etc/sample.json:2:1: the file is empty; write {} to use every default, or remove the file"
+        ),
+        ("[1, 2]", "/etc/sample.json:1:1: the top level must be an object ({ … }), found an array"),
+        ("\"text\"", "/etc/sample.json:1:1: the top level must be an object ({ … }), found the string \"text\""),
+        (
+            "{\n  \"name\": \"x\"\n  \"ratio\": 1\n}",
+            "/etc/sample.json:3:3: not valid JSON: expected ',' or '}' after the value of \"name\", found '\"'"
+        ),
+        (
+            "{\n  \"server\": {\n    \"port\": 1\n",
+            "/etc/sample.json:2:13: not valid JSON: the object opened here is never closed with }"
+        ),
+        ("{ 'name': 1 }", "/etc/sample.json:1:3: not valid JSON: expected a key in double quotes or }, found '''"),
+        (
+            "{ \"name\": \"a\", \"name\": \"b\" }",
+            "/etc/sample.json:1:16: not valid JSON: the key \"name\" appears twice in this object"
+        ),
+        ("{ /* open", "/etc/sample.json:1:3: not valid JSON: a /* comment is never closed with */"),
+        ("{}\n}", "/etc/sample.json:2:1: not valid JSON: unexpected '}' after the end of the document"),
+        (
+            "{\n  \"nmae\": \"x\"\n}",
+            "/etc/sample.json:2:3: nmae: unknown key \"nmae\" at the top level; did you mean \"name\"?"
+        ),
+        (
+            "{ \"server\": { \"prot\": 1 } }",
+            "/etc/sample.json:1:15: server.prot: unknown key \"prot\" in \"server\"; did you mean \"port\"?"
+        ),
+        (
+            "{ \"zzzzzz\": 1 }",
+            "/etc/sample.json:1:3: zzzzzz: unknown key \"zzzzzz\" at the top level; known keys: \"name\", \"ratio\", \"server\", \"tags\", \"verbose\""
+        ),
+        (
+            "{ \"server\": { \"port\": \"80\" } }",
+            "/etc/sample.json:1:23: server.port: expected a whole number, found the string \"80\""
+        ),
+        (
+            "{ \"server\": { \"port\": 80.5 } }",
+            "/etc/sample.json:1:23: server.port: expected a whole number, found the number 80.5"
+        ),
+        (
+            "{ \"server\": { \"port\": 99999999999999999999 } }",
+            "/etc/sample.json:1:23: server.port: 99999999999999999999 is out of range (-9223372036854775808 to 9223372036854775807)"
+        ),
+        ("{ \"server\": 3 }", "/etc/sample.json:1:13: server: expected an object, found the number 3"),
+        (
+            "{ \"verbose\": \"yes\" }",
+            "/etc/sample.json:1:14: verbose: expected true or false, found the string \"yes\""
+        ),
+        ("{ \"tags\": [1] }", "/etc/sample.json:1:12: tags.0: expected a string, found the number 1"),
+        (
+            "{ \"server\": { \"port\": 0 } }",
+            "/etc/sample.json:1:23: server.port: must be between 1 and 65535 (found 0)"
+        ),
+        ("{ \"ratio\": 2 }", "/etc/sample.json:1:12: ratio: must be between 0 and 1 (found 2.0)"),
+    ])
+    func badInputGetsAClearError(text: String, message: String) {
+        #expect(throws: ConfigurationError.self) { try load(text) }
+        do {
+            _ = try load(text)
+        } catch {
+            #expect(error.description == message)
+        }
+    }
+
+    @Test func unreadableFilesSayWhy() throws {
+        let error = #expect(throws: ConfigurationError.self) {
+            try ConfigurationLoader<SampleConfiguration>().load(path: "/nonexistent/sample.json")
+        }
+        #expect(error?.description == "/nonexistent/sample.json: cannot read the file: No such file or directory")
+        let directory = #expect(throws: ConfigurationError.self) {
+            try ConfigurationLoader<SampleConfiguration>().load(path: "/tmp")
+        }
+        #expect(directory?.description == "/tmp: cannot read the file: Is a directory")
+    }
+}

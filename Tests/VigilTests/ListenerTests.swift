@@ -1,0 +1,142 @@
+import Glibc
+import Logging
+import Testing
+import Vigil
+import VigilTesting
+
+/// Uses the proposed configuration; rejects ports below 1024 (as if it could not bind them).
+struct PortListener: Listener {
+    let name = "server"
+    let dependencies = ["configuration"]
+    let log: AsyncRecorder<String>
+    func prepareReload(_ reload: ReloadTransaction, context: ListenerContext) async throws -> ReloadDecision {
+        let proposed = try reload.proposed.require(CurrentConfiguration<SampleConfiguration>.self)
+        log.append("prepare \(proposed.server.port)")
+        return proposed.server.port < 1024
+            ? .reject(reason: "cannot bind port \(proposed.server.port) without privileges") : .accept
+    }
+    func commitReload(_ reload: ReloadTransaction, context: ListenerContext) async throws {
+        log.append("commit \(try reload.proposed.require(CurrentConfiguration<SampleConfiguration>.self).server.port)")
+    }
+    func abortReload(_ reload: ReloadTransaction, context: ListenerContext) async { log.append("abort") }
+}
+
+@Suite struct ConfigurationListenerTests {
+    @Test func reloadAppliesAGoodFileAndRollsBackWhenAnyListenerRejects() async throws {
+        let path = temporaryDirectory() + "/sample.json"
+        writeFile(path, "{ \"server\": { \"port\": 8000 } }")
+        let log = AsyncRecorder<String>()
+        let configuration = ConfigurationListener<SampleConfiguration>(source: .file(path, required: true))
+        try await withRunningDaemon(listeners: [configuration, PortListener(log: log)]) { daemon in
+            let current = { daemon.group.context.values[CurrentConfiguration<SampleConfiguration>.self]?.server.port }
+            #expect(current() == 8000)
+
+            writeFile(path, "{ \"server\": { \"port\": 9000 } }")
+            daemon.group.requestReload()
+            try await daemon.observer.records.wait {
+                $0.contains { if case .reloadApplied(2, _) = $0 { true } else { false } }
+            }
+            #expect(current() == 9000)
+
+            // Valid for the configuration listener, rejected by another: nothing changes.
+            writeFile(path, "{ \"server\": { \"port\": 80 } }")
+            daemon.group.requestReload()
+            try await daemon.observer.records.wait {
+                $0.contains { if case .reloadRejected = $0 { true } else { false } }
+            }
+            #expect(current() == 9000)
+            #expect(daemon.group.context.generation == 2)
+
+            // Broken file: the configuration listener rejects, naming file, line and key.
+            writeFile(path, "{ \"server\": { \"port\": \"eighty\" } }")
+            daemon.group.requestReload()
+            let records = try await daemon.observer.records.wait {
+                $0.filter { if case .reloadRejected = $0 { true } else { false } }.count == 2
+            }
+            guard case .reloadRejected(let rejection, 2, _) = records.last else {
+                Issue.record("expected a second rejection, got \(records)")
+                return
+            }
+            #expect(rejection.listener == "configuration")
+            #expect(
+                rejection.reason == "\(path):1:23: server.port: expected a whole number, found the string \"eighty\""
+            )
+            #expect(current() == 9000)
+        }
+        #expect(log.values == ["prepare 9000", "commit 9000", "prepare 80", "abort"])
+    }
+
+    @Test func aMissingOptionalFileMeansTheEmbeddedDefault() throws {
+        let listener = ConfigurationListener<SampleConfiguration>(
+            source: .file("/nonexistent/sample.json", required: false)
+        )
+        #expect(try listener.load() == .defaultConfiguration)
+        let required = ConfigurationListener<SampleConfiguration>(
+            source: .file("/nonexistent/sample.json", required: true)
+        )
+        #expect(throws: ConfigurationError.self) { try required.load() }
+    }
+
+    @Test func aBrokenFileAtStartFailsStartUpWithFileKeyAndReason() async throws {
+        let path = temporaryDirectory() + "/sample.json"
+        writeFile(path, "{\n  \"ratio\": 7\n}")
+        let group = try ListenerGroup(
+            listeners: [ConfigurationListener<SampleConfiguration>(source: .file(path, required: true))],
+            configuration: .init(logger: Logger(label: "t"), signals: SignalMap())
+        )
+        let error = await #expect(throws: ListenerGroupError.self) { try await group.run() }
+        #expect(
+            error?.message
+                == "Start-up failed: 'configuration' \(path):2:12: ratio: must be between 0 and 1 (found 7.0)."
+        )
+    }
+}
+
+@Suite struct PersistenceListenerTests {
+    private func persistence(_ path: String) -> PersistenceListener<SampleConfiguration> {
+        PersistenceListener(path: path) { _ in .zero }
+    }
+
+    @Test func checkpointsOnUserSignalAndStopAndDetectsAnUncleanShutdown() async throws {
+        let path = temporaryDirectory() + "/state.json"
+        let first = persistence(path)
+        try await withRunningDaemon(
+            listeners: [ConfigurationListener<SampleConfiguration>(source: .embeddedDefault), first]
+        ) { daemon in
+            #expect(first.previousShutdownClean == true)
+            #expect(access(path + ".running", F_OK) == 0, "the marker exists while running")
+            try first.store?.set(Counter(count: 1), forKey: "worker")
+            daemon.group.requestUserSignal(.sigusr1)
+            try await daemon.observer.records.wait { $0.contains(.userSignal(.sigusr1)) }
+            #expect(readFile(path)?.contains("\"count\": 1") == true)
+            try first.store?.set(Counter(count: 2), forKey: "worker")
+        }
+        #expect(readFile(path)?.contains("\"count\": 2") == true, "saved at stop")
+        #expect(access(path + ".running", F_OK) != 0, "a clean stop removes the marker")
+
+        // Simulate a crash: the marker is left behind.
+        writeFile(path + ".running", "12345\n")
+        let second = persistence(path)
+        try await withRunningDaemon(
+            listeners: [ConfigurationListener<SampleConfiguration>(source: .embeddedDefault), second]
+        ) { _ in
+            #expect(second.previousShutdownClean == false)
+            let restored = try second.store?.value(Counter.self, forKey: "worker")
+            #expect(restored == Counter(count: 2))
+        }
+    }
+
+    @Test func periodicCheckpointsWriteOnlyWhenSomethingChanged() async throws {
+        let path = temporaryDirectory() + "/state.json"
+        let listener = PersistenceListener<SampleConfiguration>(path: path) { _ in .milliseconds(5) }
+        try await withRunningDaemon(
+            listeners: [ConfigurationListener<SampleConfiguration>(source: .embeddedDefault), listener]
+        ) { _ in
+            let store = try #require(listener.store)
+            try store.set(Counter(count: 7), forKey: "worker")
+            // The periodic task's write is visible only as the store's state: poll it.
+            while store.hasUnsavedChanges { try await Task.sleep(for: .milliseconds(1)) }
+            #expect(readFile(path)?.contains("\"count\": 7") == true)
+        }
+    }
+}

@@ -1,0 +1,82 @@
+import Glibc
+import Testing
+import Vigil
+
+struct Counter: Codable, Equatable { var count: Int }
+
+func temporaryDirectory() -> String {
+    var template = Array("/tmp/vigil-state-XXXXXX".utf8CString)
+    return String(cString: mkdtemp(&template)!)
+}
+
+func writeFile(_ path: String, _ text: String) {
+    let file = fopen(path, "w")!
+    fputs(text, file)
+    fclose(file)
+}
+
+func readFile(_ path: String) -> String? {
+    guard let file = fopen(path, "r") else { return nil }
+    defer { fclose(file) }
+    var bytes: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    while true {
+        let count = fread(&buffer, 1, buffer.count, file)
+        if count <= 0 { break }
+        bytes += buffer[0..<count]
+    }
+    return String(decoding: bytes, as: UTF8.self)
+}
+
+@Suite struct StateStoreTests {
+    @Test func roundTripsEachListenersValueUnderItsKey() throws {
+        let path = temporaryDirectory() + "/state.json"
+        let store = try StateStore(path: path)
+        #expect(try store.value(Counter.self, forKey: "heartbeat") == nil)
+        try store.set(Counter(count: 41), forKey: "heartbeat")
+        try store.set(["x", "y"], forKey: "other")
+        #expect(store.hasUnsavedChanges)
+        #expect(try store.checkpoint())
+        #expect(!store.hasUnsavedChanges)
+        #expect(try store.checkpoint() == false, "nothing changed")
+        #expect(
+            readFile(path)
+                == "{\n  \"formatVersion\": 1,\n  \"heartbeat\": {\n    \"count\": 41\n  },\n  \"other\": [\n    \"x\",\n    \"y\"\n  ]\n}\n"
+        )
+        let reopened = try StateStore(path: path)
+        #expect(try reopened.value(Counter.self, forKey: "heartbeat") == Counter(count: 41))
+        #expect(try reopened.value([String].self, forKey: "other") == ["x", "y"])
+        #expect(reopened.restored.keys == 2)
+    }
+
+    @Test(arguments: [
+        "{ \"formatVersion\": 1, \"heartbeat\": { \"count\": 4", "", "[]", "{ \"heartbeat\": {} }", "\u{1}garbage",
+    ])
+    func aCorruptFileIsMovedAsideNeverOverwritten(content: String) throws {
+        let directory = temporaryDirectory()
+        let path = directory + "/state.json"
+        writeFile(path, content)
+        let store = try StateStore(path: path)
+        #expect(store.restored.movedAside == path + ".corrupt-1")
+        #expect(store.restored.problem != nil)
+        #expect(readFile(path + ".corrupt-1") == content)
+        #expect(try store.value(Counter.self, forKey: "heartbeat") == nil, "starts from empty state")
+        writeFile(path, "not json either")
+        #expect(try StateStore(path: path).restored.movedAside == path + ".corrupt-2", "the first one is kept")
+    }
+
+    @Test func aNewerFormatIsRefused() throws {
+        let path = temporaryDirectory() + "/state.json"
+        writeFile(path, "{ \"formatVersion\": 99 }")
+        let error = #expect(throws: StateStore.NewerFormat.self) { try StateStore(path: path) }
+        #expect(error?.description.contains("format 99; this build reads up to 1") == true)
+        #expect(readFile(path) == "{ \"formatVersion\": 99 }", "left untouched")
+    }
+
+    @Test func leftoverTemporaryFilesAreRemoved() throws {
+        let path = temporaryDirectory() + "/state.json"
+        writeFile(path + ".tmp", "half a checkp")
+        _ = try StateStore(path: path)
+        #expect(access(path + ".tmp", F_OK) != 0)
+    }
+}
