@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# Vigil's end-to-end suite: installs vigild as a systemd unit in a real systemd (booted in its own
+# namespaces by boot-systemd.sh) and checks what an admin sees: start, journal, reload (good and
+# bad), SIGUSR1, stop/start, kill -9, the watchdog. Needs root.
+#
+#   run.sh VIGILD_BINARY
+#
+# Prints one line per check and a closing "N passed, M failed"; exits non-zero if any failed.
+# The systemd it boots is powered off on exit, whatever happens.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+project=$(cd "$here/../.." && pwd)
+binary=$1
+work=$(mktemp -d /tmp/vigil-e2e.XXXXXX)
+pid=""
+passed=0
+failed=0
+
+teardown() {
+  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+    kill -s SIGRTMIN+4 "$pid" 2>/dev/null
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+    kill -s KILL "$pid" 2>/dev/null || true
+  fi
+  rm -rf "$work" 2>/dev/null || true
+}
+trap teardown EXIT
+
+check() { # check NAME COMMAND...: runs the command, records the result
+  local name=$1; shift
+  local output started=$EPOCHREALTIME
+  if output=$("$@" 2>&1); then
+    passed=$((passed + 1)); printf 'ok   - %s (%.2fs)\n' "$name" "$(awk "BEGIN { print $EPOCHREALTIME - $started }")"
+  else
+    failed=$((failed + 1)); echo "FAIL - $name"; printf '%s\n' "$output" | sed 's/^/       /' | tail -n 20
+  fi
+}
+
+in_sandbox() { nsenter -t "$pid" -a "$@"; }
+show() { in_sandbox systemctl show -P "$1" vigild; }
+
+# wait_until SECONDS COMMAND...: polls a state that has no event to await (systemctl show).
+wait_until() {
+  local limit=$1; shift
+  local deadline=$((SECONDS + limit))
+  until "$@" >/dev/null 2>&1; do
+    [ $SECONDS -ge $deadline ] && { echo "timed out after ${limit}s waiting for: $*"; return 1; }
+    sleep 0.05
+  done
+}
+
+# journal_json [--since-cursor C]: the unit's entries as JSON lines.
+journal() { in_sandbox journalctl -u vigild -o json --no-pager "$@"; }
+cursor() { in_sandbox journalctl -u vigild -n 0 --show-cursor --no-pager | sed -n 's/^-- cursor: //p'; }
+
+# await_entry SECONDS CURSOR PYTHON_CONDITION: waits (following the journal) for an entry after
+# CURSOR for which the condition on `e` (a dict) holds.
+await_entry() {
+  local limit=$1 after=$2 condition=$3
+  local from=()
+  [ -n "$after" ] && from=(--after-cursor="$after")
+  # python3 ends the pipe at the first match; journalctl's SIGPIPE is expected, so judge by python.
+  timeout "$limit" nsenter -t "$pid" -a journalctl -u vigild -o json --no-pager --follow "${from[@]}" |
+    python3 -c "
+import json, sys
+for line in sys.stdin:
+    e = json.loads(line)
+    if $condition:
+        print(e.get('MESSAGE', ''))
+        sys.exit(0)
+sys.exit(1)
+"
+  return "${PIPESTATUS[1]}"
+}
+
+export -f await_entry in_sandbox
+
+status_json() { in_sandbox vigild status --json; }
+status_field() { status_json | python3 -c "import json,sys; d=json.load(sys.stdin); print(eval('d' + sys.argv[1]))" "$1"; }
+
+write_config() { printf '%s\n' "$1" > "/proc/$pid/root/etc/vigild/vigild.json"; }
+
+echo "# booting systemd"
+pid=$("$here/boot-systemd.sh" "$work/systemd") || { echo "FAIL - boot systemd"; echo "0 passed, 1 failed"; exit 1; }
+root=/proc/$pid/root
+export pid
+echo "# systemd $(in_sandbox systemctl --version | head -1 | cut -d' ' -f2) running as host pid $pid"
+
+install -m 0755 "$binary" "$root/usr/bin/vigild"
+install -m 0644 "$project/systemd/vigild.service" "$root/etc/systemd/system/vigild.service"
+mkdir -p "$root/etc/vigild"
+write_config '{ "heartbeat": { "interval": 0.3, "message": "alive" }, "persistence": { "checkpointInterval": 0 } }'
+in_sandbox systemctl daemon-reload
+
+check "systemd-analyze verify is clean" bash -c "out=\$(nsenter -t $pid -a systemd-analyze verify /etc/systemd/system/vigild.service 2>&1); echo \"\$out\"; [ -z \"\$out\" ]"
+check "systemd-analyze security: exposure 1.5 or less" bash -c "
+  nsenter -t $pid -a systemd-analyze security vigild.service | tail -1 | tee /dev/stderr |
+  python3 -c 'import re,sys; v=float(re.search(r\"level for vigild.service: ([0-9.]+)\", sys.stdin.read()).group(1)); sys.exit(0 if v <= 1.5 else 1)'"
+
+# --- start ---
+start=$(cursor)
+check "systemctl start returns after readiness" in_sandbox systemctl start vigild
+check "active, running, with StatusText and MainPID" bash -c "
+  [ \"\$(nsenter -t $pid -a systemctl show -P ActiveState vigild)\" = active ] &&
+  [ \"\$(nsenter -t $pid -a systemctl show -P SubState vigild)\" = running ] &&
+  [ \"\$(nsenter -t $pid -a systemctl show -P StatusText vigild)\" = 'Running (generation 1)' ] &&
+  [ \"\$(nsenter -t $pid -a systemctl show -P MainPID vigild)\" -gt 0 ]"
+main_pid=$(show MainPID)
+check "started entry: native protocol, MESSAGE_ID, VIGIL_* and CODE_* fields" await_entry 10 "$start" \
+  "e.get('MESSAGE_ID') == '61ece635e54942e1b9c1dd26c92678c0' and e.get('_TRANSPORT') == 'journal' and e.get('PRIORITY') == '5' and e.get('SYSLOG_IDENTIFIER') == 'vigild' and e.get('VIGIL_EVENT') == 'started' and e.get('VIGIL_GENERATION') == '1' and all(k in e for k in ('CODE_FILE', 'CODE_LINE', 'CODE_FUNC', 'VIGIL_VERSION', 'VIGIL_DURATION_USEC'))"
+check "heartbeat entries carry VIGIL_HEARTBEAT" await_entry 10 "$start" \
+  "e.get('MESSAGE') == 'alive' and e.get('VIGIL_HEARTBEAT', '').isdigit() and e.get('PRIORITY') == '6' and e.get('_TRANSPORT') == 'journal'"
+
+# --- good reload ---
+write_config '{ "heartbeat": { "interval": 0.3, "message": "changed" }, "persistence": { "checkpointInterval": 0 } }'
+check "good reload: systemctl reload exits 0" in_sandbox systemctl reload vigild
+check "good reload: vigild status right after shows generation 2 and the new message" bash -c "
+  s=\$(nsenter -t $pid -a vigild status --json); echo \"\$s\"
+  echo \"\$s\" | python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(0 if d[\"generation\"] == 2 and d[\"heartbeat\"][\"message\"] == \"changed\" and d[\"lastReload\"][\"result\"] == \"applied\" else 1)'"
+
+# --- bad reloads ---
+for bad in '{ "heartbeat": { "interval": 0.3, "message": "broken" ' '{ "heartbeat": { "interval": -1, "message": "negative" } }'; do
+  write_config "$bad"
+  before=$(cursor)
+  check "bad reload ($bad): systemctl reload exits non-zero" bash -c "! nsenter -t $pid -a systemctl reload vigild"
+  check "bad reload: still active with the same MainPID" bash -c "
+    [ \"\$(nsenter -t $pid -a systemctl show -P ActiveState vigild)\" = active ] &&
+    [ \"\$(nsenter -t $pid -a systemctl show -P MainPID vigild)\" = $main_pid ]"
+  check "bad reload: StatusText says the reload was rejected" bash -c "
+    nsenter -t $pid -a systemctl show -P StatusText vigild | grep -q 'generation 2); reload rejected: configuration: /etc/vigild/vigild.json:'"
+  check "bad reload: an error entry with the rejected MESSAGE_ID" await_entry 10 "$before" \
+    "e.get('MESSAGE_ID') == '9475ebda59634e2fb407cda3695425bc' and e.get('PRIORITY') == '3' and '/etc/vigild/vigild.json:' in e.get('VIGIL_REASON', '')"
+  check "bad reload: the heartbeat goes on with the old settings" await_entry 10 "$before" "e.get('MESSAGE') == 'changed'"
+done
+check "an invalid value is named by its key" bash -c "
+  nsenter -t $pid -a journalctl -u vigild -o json --no-pager MESSAGE_ID=9475ebda59634e2fb407cda3695425bc |
+  tail -1 | grep -q 'heartbeat.interval: must be a number of seconds greater than 0'"
+
+# --- SIGUSR1 ---
+before=$(cursor)
+# --kill-who=main: in this sandbox systemd 252 cannot signal a unit's cgroup as a whole (EIO).
+check "systemctl kill -s USR1 writes a checkpoint" bash -c "
+  nsenter -t $pid -a systemctl kill --kill-who=main -s USR1 vigild &&
+  await_entry 10 '$before' \"e.get('VIGIL_EVENT') == 'checkpoint'\" &&
+  grep -q '\"count\"' $root/var/lib/private/vigild/state.json"
+
+# --- stop and start ---
+check "stop: clean exit" bash -c "
+  nsenter -t $pid -a systemctl stop vigild &&
+  [ \"\$(nsenter -t $pid -a systemctl show -P Result vigild)\" = success ] &&
+  [ \"\$(nsenter -t $pid -a systemctl show -P ExecMainStatus vigild)\" = 0 ]"
+saved=$(python3 -c "import json; print(json.load(open('$root/var/lib/private/vigild/state.json'))['heartbeat']['count'])")
+check "stop: state saved (count $saved)" test "$saved" -gt 0
+write_config '{ "heartbeat": { "interval": 0.3, "message": "alive" }, "persistence": { "checkpointInterval": 0.2 } }'
+before=$(cursor)
+check "start again: the count continues" bash -c "
+  nsenter -t $pid -a systemctl start vigild &&
+  await_entry 10 '$before' \"e.get('MESSAGE') == 'alive' and int(e.get('VIGIL_HEARTBEAT', 0)) == $saved + 1\""
+
+# --- kill -9 ---
+before_kill=$(show MainPID)
+before=$(cursor)
+await_entry 10 "$before" "e.get('MESSAGE') == 'alive' and int(e.get('VIGIL_HEARTBEAT', 0)) >= $saved + 3" >/dev/null
+last_saved=$(python3 -c "import json; print(json.load(open('$root/var/lib/private/vigild/state.json'))['heartbeat']['count'])")
+in_sandbox systemctl kill --kill-who=main -s KILL vigild
+check "kill -9: systemd restarts it" wait_until 15 bash -c "
+  [ \"\$(nsenter -t $pid -a systemctl show -P NRestarts vigild)\" = 1 ] &&
+  [ \"\$(nsenter -t $pid -a systemctl show -P ActiveState vigild)\" = active ] &&
+  [ \"\$(nsenter -t $pid -a systemctl show -P MainPID vigild)\" != $before_kill ]"
+check "kill -9: the unclean shutdown is reported" await_entry 10 "$before" \
+  "e.get('MESSAGE_ID') == '3e4167fd5a4f4684b69749aba65dd187' and e.get('PRIORITY') == '4'"
+check "kill -9: vigild status shows previousShutdownClean false" bash -c "
+  nsenter -t $pid -a vigild status --json | python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin)[\"previousShutdownClean\"] is False else 1)'"
+check "kill -9: the count is not lost beyond the last checkpoint ($last_saved)" await_entry 10 "$before" \
+  "e.get('MESSAGE') == 'alive' and e.get('_PID') == '$(show MainPID)' and int(e.get('VIGIL_HEARTBEAT', 0)) > $last_saved"
+
+# --- watchdog ---
+mkdir -p "$root/etc/systemd/system/vigild.service.d"
+printf '[Service]\nWatchdogSec=1s\nEnvironment=VIGIL_FAILPOINTS=mediator-stall\n' > "$root/etc/systemd/system/vigild.service.d/stall.conf"
+in_sandbox systemctl daemon-reload
+in_sandbox systemctl restart vigild
+stalled=$(show MainPID)
+restarts=$(show NRestarts)
+check "watchdog: a wedged mediator gets the daemon killed and restarted" wait_until 20 bash -c "
+  [ \"\$(nsenter -t $pid -a systemctl show -P NRestarts vigild)\" -gt $restarts ] &&
+  [ \"\$(nsenter -t $pid -a systemctl show -P MainPID vigild)\" != $stalled ]"
+check "watchdog: systemd logged the watchdog timeout" bash -c "
+  nsenter -t $pid -a journalctl -u vigild --no-pager | grep -q 'Watchdog timeout'"
+# A wedged mediator cannot stop by itself (its stop waits for the stalled hook's budget).
+in_sandbox systemctl kill --kill-who=main -s KILL vigild
+rm -rf "$root/etc/systemd/system/vigild.service.d"
+in_sandbox systemctl daemon-reload
+in_sandbox systemctl stop vigild
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
