@@ -9,8 +9,8 @@
 # namespaces disappear). Everything it writes lands in a tmpfs upper layer over the host's root:
 # the host is never modified. Needs root.
 #
-# OVERLAY_LOWER_EXTRA, when given, is a directory laid over the host root (below the tmpfs), e.g.
-# an unpacked newer systemd.
+# OVERLAY_LOWER_EXTRA, when given, is a directory whose files are laid over the host root inside
+# the sandbox, e.g. an unpacked newer systemd.
 set -euo pipefail
 work=$1
 extra=${2:-}
@@ -28,10 +28,10 @@ root=$work/root
 mkdir -p "$root"
 mount -t tmpfs -o size=512m,mode=755 vigil-e2e "$root"
 mkdir -p "$root/upper" "$root/work" "$root/merged"
-lower=/
-[ -n "$extra" ] && lower=$extra:/
-mount -t overlay overlay -o "lowerdir=$lower,upperdir=$root/upper,workdir=$root/work" "$root/merged"
+mount -t overlay overlay -o "lowerdir=/,upperdir=$root/upper,workdir=$root/work" "$root/merged"
 m=$root/merged
+# Overlay refuses a second lower layer nested in the first, so extra files are copied on top.
+[ -n "$extra" ] && cp -a "$extra/." "$m/"
 mount -t proc proc "$m/proc"
 mount -t sysfs -o ro sysfs "$m/sys"
 mount -t cgroup2 cgroup2 "$m/sys/fs/cgroup"

@@ -192,5 +192,45 @@ rm -rf "$root/etc/systemd/system/vigild.service.d"
 in_sandbox systemctl daemon-reload
 in_sandbox systemctl stop vigild
 
+# --- systemd 254 with Type=notify-reload ---
+echo "# systemd 254 with notify-reload.conf"
+kill -s SIGRTMIN+4 "$pid"
+for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+check "systemd 254 unpacked from bookworm-backports" "$here/fetch-systemd-254.sh" "$work/systemd-254"
+if pid=$("$here/boot-systemd.sh" "$work/systemd254" "$work/systemd-254"); then
+  export pid
+  root=/proc/$pid/root
+  check "systemd 254 is running" bash -c "nsenter -t $pid -a systemctl --version | head -1 | grep -q '^systemd 254'"
+  install -m 0755 "$binary" "$root/usr/bin/vigild"
+  install -m 0644 "$project/systemd/vigild.service" "$root/etc/systemd/system/vigild.service"
+  mkdir -p "$root/etc/vigild" "$root/etc/systemd/system/vigild.service.d"
+  install -m 0644 "$project/systemd/notify-reload.conf" "$root/etc/systemd/system/vigild.service.d/notify-reload.conf"
+  write_config '{ "heartbeat": { "interval": 0.3, "message": "alive" } }'
+  in_sandbox systemctl daemon-reload
+  check "254: systemd-analyze verify is clean" bash -c "out=\$(nsenter -t $pid -a systemd-analyze verify /etc/systemd/system/vigild.service 2>&1); echo \"\$out\"; [ -z \"\$out\" ]"
+  check "254: start returns after readiness, Type=notify-reload" bash -c "
+    nsenter -t $pid -a systemctl start vigild &&
+    [ \"\$(nsenter -t $pid -a systemctl show -P Type vigild)\" = notify-reload ] &&
+    [ \"\$(nsenter -t $pid -a systemctl show -P ActiveState vigild)\" = active ] &&
+    [ \"\$(nsenter -t $pid -a systemctl show -P StatusText vigild)\" = 'Running (generation 1)' ]"
+  main_pid=$(show MainPID)
+  write_config '{ "heartbeat": { "interval": 0.3, "message": "changed" } }'
+  check "254: good reload exits 0 and vigild status right after shows generation 2" bash -c "
+    nsenter -t $pid -a systemctl reload vigild &&
+    nsenter -t $pid -a vigild status --json | python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(0 if d[\"generation\"] == 2 and d[\"heartbeat\"][\"message\"] == \"changed\" else 1)'"
+  write_config '{ "heartbeat": { "interval": -1 } }'
+  # Type=notify-reload cannot fail a reload: READY=1 ends it either way; StatusText tells the truth.
+  check "254: bad reload keeps the daemon active on generation 2, StatusText says rejected" bash -c "
+    nsenter -t $pid -a systemctl reload vigild;
+    [ \"\$(nsenter -t $pid -a systemctl show -P ActiveState vigild)\" = active ] &&
+    [ \"\$(nsenter -t $pid -a systemctl show -P MainPID vigild)\" = $main_pid ] &&
+    nsenter -t $pid -a systemctl show -P StatusText vigild | grep -q 'generation 2); reload rejected: configuration: /etc/vigild/vigild.json:1:30: heartbeat.interval'"
+  check "254: stop exits cleanly" bash -c "
+    nsenter -t $pid -a systemctl stop vigild &&
+    [ \"\$(nsenter -t $pid -a systemctl show -P Result vigild)\" = success ]"
+else
+  failed=$((failed + 1)); echo "FAIL - boot systemd 254"
+fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
