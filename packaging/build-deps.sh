@@ -5,6 +5,8 @@ set -eu
 missing=""
 command -v pkg-config >/dev/null 2>&1 || missing="$missing pkg-config"
 if ! pkg-config --exists libsystemd 2>/dev/null; then missing="$missing libsystemd-dev"; fi
+# dpkg-shlibdeps (packaging/build-deb.sh) comes with dpkg-dev.
+command -v dpkg-shlibdeps >/dev/null 2>&1 || missing="$missing dpkg-dev"
 [ -z "$missing" ] && exit 0
 echo "Installing:$missing" >&2
 if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi

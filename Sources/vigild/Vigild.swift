@@ -82,6 +82,15 @@ struct Run: AsyncParsableCommand {
     @Option(help: "Where status.json lives (default: $RUNTIME_DIRECTORY, else $XDG_RUNTIME_DIR/vigild).")
     var runtimeDirectory: String?
 
+    @Option(help: "The signal that reloads, as systemd's ReloadSignal= names it (SIGHUP, SIGRTMIN+3, …).")
+    var reloadSignal = "SIGHUP"
+
+    func validate() throws {
+        guard ProcessSignal(name: reloadSignal) != nil else {
+            throw ValidationError("--reload-signal: '\(reloadSignal)' is not a signal name (try SIGHUP or SIGRTMIN+3)")
+        }
+    }
+
     func run() async throws {
         let logging = Daemon.bootstrapLogging(identifier: "vigild")
         let runtimeDirectory = Directories.runtime(runtimeDirectory)
@@ -113,6 +122,7 @@ struct Run: AsyncParsableCommand {
             logging: logging
         )
         daemon.observers = [status]
+        daemon.signals.reloadSignal = ProcessSignal(name: reloadSignal)
         let exitStatus = await daemon.run()
         if exitStatus != 0 { throw ExitCode(exitStatus) }
     }
@@ -173,6 +183,15 @@ struct Reload: ParsableCommand {
     @Option(help: "Seconds to wait for the outcome.")
     var timeout: Double = 90
 
+    @Option(help: "The signal to send: the daemon's --reload-signal.")
+    var signal = "SIGHUP"
+
+    func validate() throws {
+        guard ProcessSignal(name: signal) != nil else {
+            throw ValidationError("--signal: '\(signal)' is not a signal name (try SIGHUP or SIGRTMIN+3)")
+        }
+    }
+
     func run() throws {
         let directory = Directories.runtimeForClient(runtimeDirectory)
         let target: Int32
@@ -185,7 +204,7 @@ struct Reload: ParsableCommand {
             throw ExitCode(2)
         }
         let sent = MonotonicClock.microseconds()
-        guard kill(target, SIGHUP) == 0 else {
+        guard kill(target, ProcessSignal(name: signal)!.rawValue) == 0 else {
             FileHandleStderr.write("vigild reload: cannot signal pid \(target): \(String(cString: strerror(errno)))\n")
             throw ExitCode(2)
         }

@@ -115,3 +115,16 @@ extension String {
 
     struct FileError: Error { var path: String }
 }
+
+@Suite(.serialized) struct ReloadSignalTests {
+    @Test func aRealTimeReloadSignalAsSystemdsReloadSignalNamesIt() async throws {
+        let socket = try FakeNotifySocket()
+        let (daemon, _) = try await VigildBinary.start(socket: socket, arguments: ["--reload-signal", "SIGRTMIN+3"])
+        daemon.send(__libc_current_sigrtmin() + 3)
+        let datagrams = try await socket.datagrams.wait("reload") { $0.count >= 3 }
+        #expect(datagrams[1].lines.first == "RELOADING=1")
+        #expect(datagrams[2].text == "STATUS=Running (generation 2); reload applied\nREADY=1")
+        daemon.send(SIGTERM)
+        #expect(try await daemon.waitForExit() == 0)
+    }
+}

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Installs the .deb with `apt install` in a real systemd with no Swift toolchain (removed from
+# the sandbox's overlay; the host keeps it) and checks that the service runs, reloads, logs to
+# the journal, and stops on removal. Needs root.
+#
+#   package.sh VIGILD_DEB
+#
+# Prints one line per check and a closing "N passed, M failed".
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+deb=$(realpath "$1")
+work=$(mktemp -d /tmp/vigil-deb.XXXXXX)
+pid=""
+passed=0
+failed=0
+teardown() {
+  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+    kill -s SIGRTMIN+4 "$pid" 2>/dev/null
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+    kill -s KILL "$pid" 2>/dev/null || true
+  fi
+  rm -rf "$work" 2>/dev/null || true
+}
+trap teardown EXIT
+check() {
+  local name=$1; shift
+  local output
+  if output=$("$@" 2>&1); then
+    passed=$((passed + 1)); echo "ok   - $name"
+  else
+    failed=$((failed + 1)); echo "FAIL - $name"; printf '%s\n' "$output" | sed 's/^/       /' | tail -n 20
+  fi
+}
+in_sandbox() { nsenter -t "$pid" -a "$@"; }
+
+pid=$("$here/boot-systemd.sh" "$work/systemd") || { echo "FAIL - boot systemd"; echo "0 passed, 1 failed"; exit 1; }
+root=/proc/$pid/root
+# A clean Debian 12 has no Swift: remove the toolchain from the sandbox's view.
+rm -rf "$root/opt/swift"
+# Container images carry Docker's policy-rc.d, which forbids starting services; Debian does not.
+rm -f "$root/usr/sbin/policy-rc.d"
+cp "$deb" "$root/tmp/"
+name=$(basename "$deb")
+check "no Swift toolchain in the sandbox" bash -c "! nsenter -t $pid -a sh -c 'command -v swift || ls /opt/swift' "
+check "apt install ./$name" in_sandbox env DEBIAN_FRONTEND=noninteractive apt-get install -y "/tmp/$name"
+check "the package started the service" bash -c "[ \"\$(nsenter -t $pid -a systemctl show -P ActiveState vigild)\" = active ]"
+check "/etc/vigild/vigild.json is a conffile and valid" bash -c "
+  nsenter -t $pid -a dpkg-query -W -f='\${Conffiles}' vigild | grep -q /etc/vigild/vigild.json &&
+  nsenter -t $pid -a vigild check-config /etc/vigild/vigild.json"
+check "vigild status works for the admin" bash -c "nsenter -t $pid -a vigild status | grep -q 'running, configuration generation 1'"
+check "systemctl reload applies a change" bash -c "
+  sed -i 's/\"alive\"/\"packaged\"/' $root/etc/vigild/vigild.json &&
+  nsenter -t $pid -a systemctl reload vigild &&
+  nsenter -t $pid -a vigild status --json | grep -q '\"message\": \"packaged\"'"
+check "journalctl shows the daemon's entries" bash -c "nsenter -t $pid -a journalctl -u vigild --no-pager -o verbose | grep -q 'MESSAGE_ID=61ece635e54942e1b9c1dd26c92678c0'"
+check "apt remove stops the service" bash -c "
+  nsenter -t $pid -a env DEBIAN_FRONTEND=noninteractive apt-get remove -y vigild >/dev/null &&
+  [ \"\$(nsenter -t $pid -a systemctl show -P ActiveState vigild)\" != active ]"
+check "apt purge removes configuration and state" bash -c "
+  nsenter -t $pid -a env DEBIAN_FRONTEND=noninteractive apt-get purge -y vigild >/dev/null &&
+  [ ! -e $root/etc/vigild/vigild.json ] && [ ! -e $root/var/lib/private/vigild ]"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
