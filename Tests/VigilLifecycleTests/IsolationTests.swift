@@ -210,3 +210,35 @@ private func failures(_ records: [LifecycleRecord]) -> [String] {
         }
     }
 }
+
+@Suite struct ExtendTimeoutTests {
+    @Test func aSlowStartStepAsksTheServiceManagerForMoreTime() async throws {
+        let log = AsyncRecorder<String>()
+        let gate = Gate()
+        let notifier = RecordingNotifier()
+        let group = try ListenerGroup(
+            listeners: [RecordingListener("slow", log: log, behaviors: ["start": .wait(gate)])],
+            configuration: .init(
+                logger: Logger(label: "t"),
+                notifier: notifier,
+                signals: SignalMap(),
+                budgets: .init(start: .seconds(10)),
+                extendTimeoutAfter: .milliseconds(20)
+            )
+        )
+        let running = Task { try await group.run() }
+        // After 20 ms the step asks for the rest of its budget plus a second: 10.98 s.
+        try await notifier.notifications.wait { $0.contains([.extendTimeout(microseconds: 10_980_000)]) }
+        #expect(!notifier.datagrams.contains { $0.contains("READY=1") }, "not ready while a step runs")
+        gate.open()
+        try await notifier.waitForReady()
+        group.requestTermination(.requested("test"))
+        try await running.value
+        #expect(
+            notifier.datagrams == [
+                "EXTEND_TIMEOUT_USEC=10980000", "STATUS=Running (generation 1)\nREADY=1",
+                "STOPPING=1\nSTATUS=Stopping (test)…",
+            ]
+        )
+    }
+}
