@@ -10,28 +10,8 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 deb=$(realpath "$1")
 work=$(mktemp -d /tmp/vigil-deb.XXXXXX)
-pid=""
-passed=0
-failed=0
-teardown() {
-  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-    kill -s SIGRTMIN+4 "$pid" 2>/dev/null
-    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-    kill -s KILL "$pid" 2>/dev/null || true
-  fi
-  rm -rf "$work" 2>/dev/null || true
-}
-trap teardown EXIT
-check() {
-  local name=$1; shift
-  local output
-  if output=$("$@" 2>&1); then
-    passed=$((passed + 1)); echo "ok   - $name"
-  else
-    failed=$((failed + 1)); echo "FAIL - $name"; printf '%s\n' "$output" | sed 's/^/       /' | tail -n 20
-  fi
-}
-in_sandbox() { nsenter -t "$pid" -a "$@"; }
+# shellcheck source=lib.sh
+. "$here/lib.sh"
 
 pid=$("$here/boot-systemd.sh" "$work/systemd") || { echo "FAIL - boot systemd"; echo "0 passed, 1 failed"; exit 1; }
 root=/proc/$pid/root

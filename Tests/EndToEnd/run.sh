@@ -12,31 +12,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 project=$(cd "$here/../.." && pwd)
 binary=$1
 work=$(mktemp -d /tmp/vigil-e2e.XXXXXX)
-pid=""
-passed=0
-failed=0
-
-teardown() {
-  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-    kill -s SIGRTMIN+4 "$pid" 2>/dev/null
-    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-    kill -s KILL "$pid" 2>/dev/null || true
-  fi
-  rm -rf "$work" 2>/dev/null || true
-}
-trap teardown EXIT
-
-check() { # check NAME COMMAND...: runs the command, records the result
-  local name=$1; shift
-  local output started=$EPOCHREALTIME
-  if output=$("$@" 2>&1); then
-    passed=$((passed + 1)); printf 'ok   - %s (%.2fs)\n' "$name" "$(awk "BEGIN { print $EPOCHREALTIME - $started }")"
-  else
-    failed=$((failed + 1)); echo "FAIL - $name"; printf '%s\n' "$output" | sed 's/^/       /' | tail -n 20
-  fi
-}
-
-in_sandbox() { nsenter -t "$pid" -a "$@"; }
+# shellcheck source=lib.sh
+. "$here/lib.sh"
 show() { in_sandbox systemctl show -P "$1" vigild; }
 
 # wait_until SECONDS COMMAND...: polls a state that has no event to await (systemctl show).

@@ -1,6 +1,7 @@
 import Glibc
 import Testing
 import Vigil
+import VigilTesting
 
 struct Counter: Codable, Equatable { var count: Int }
 
@@ -9,24 +10,9 @@ func temporaryDirectory() -> String {
     return String(cString: mkdtemp(&template)!)
 }
 
-func writeFile(_ path: String, _ text: String) {
-    let file = fopen(path, "w")!
-    fputs(text, file)
-    fclose(file)
-}
+func writeFile(_ path: String, _ text: String) { TextFile.write(path, text) }
 
-func readFile(_ path: String) -> String? {
-    guard let file = fopen(path, "r") else { return nil }
-    defer { fclose(file) }
-    var bytes: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 4096)
-    while true {
-        let count = fread(&buffer, 1, buffer.count, file)
-        if count <= 0 { break }
-        bytes += buffer[0..<count]
-    }
-    return String(decoding: bytes, as: UTF8.self)
-}
+func readFile(_ path: String) -> String? { TextFile.read(path) }
 
 @Suite struct StateStoreTests {
     @Test func roundTripsEachListenersValueUnderItsKey() throws {

@@ -5,11 +5,7 @@ import VigilTesting
 
 struct HeartbeatState: Codable { var count: Int }
 
-private func writeFile(_ path: String, _ text: String) {
-    let file = fopen(path, "w")!
-    fputs(text, file)
-    fclose(file)
-}
+private func writeFile(_ path: String, _ text: String) { TextFile.write(path, text) }
 
 /// The state file under real `kill -9`s of a real process.
 @Suite(.serialized) struct PersistenceProcessTests {

@@ -101,16 +101,8 @@ enum MonotonicNow {
 extension String {
     /// Reads a whole file (tests only; no Foundation).
     init(contentsOfFile path: String) throws {
-        guard let file = fopen(path, "r") else { throw FileError(path: path) }
-        defer { fclose(file) }
-        var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = fread(&buffer, 1, buffer.count, file)
-            if count <= 0 { break }
-            bytes += buffer[0..<count]
-        }
-        self = String(decoding: bytes, as: UTF8.self)
+        guard let text = TextFile.read(path) else { throw FileError(path: path) }
+        self = text
     }
 
     struct FileError: Error { var path: String }
