@@ -1,10 +1,14 @@
 #!/bin/sh
-# Installs what building and testing Vigil needs besides the Swift toolchain:
-# libsystemd's headers and pkg-config. Safe to run again; does nothing when all is there.
+# Installs what building, testing and packaging Vigil needs besides the Swift toolchain:
+# libsystemd's headers, pkg-config, dpkg-dev, and for the end-to-end suite python3 and systemd.
+# Safe to run again; does nothing when all is there.
 set -eu
 missing=""
 command -v pkg-config >/dev/null 2>&1 || missing="$missing pkg-config"
 if ! pkg-config --exists libsystemd 2>/dev/null; then missing="$missing libsystemd-dev"; fi
+# The end-to-end suite reads journal JSON with python3 and boots systemd (both on Debian images).
+command -v python3 >/dev/null 2>&1 || missing="$missing python3"
+[ -x /lib/systemd/systemd ] || missing="$missing systemd"
 # dpkg-shlibdeps (packaging/build-deb.sh) comes with dpkg-dev.
 command -v dpkg-shlibdeps >/dev/null 2>&1 || missing="$missing dpkg-dev"
 [ -z "$missing" ] && exit 0
