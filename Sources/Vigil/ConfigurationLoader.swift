@@ -17,7 +17,7 @@ public struct ConfigurationLoader<Configuration: ValidatedConfiguration>: Sendab
             throw ConfigurationError(
                 file: path,
                 keyPath: "",
-                reason: "\(error.description.replacing("cannot read \(path): ", with: "cannot read the file: "))"
+                reason: "cannot \(error.operation) the file: \(error.reason)"
             )
         }
         return try decode(bytes, file: path)

@@ -13,9 +13,10 @@ public struct FileSystemError: Error, Hashable, CustomStringConvertible, ErrnoRe
     /// The errno value.
     public let errno: Int32
 
-    public var description: String {
-        "cannot \(operation) \(path): \(String(cString: strerror(errno)))"
-    }
+    /// The OS's reason, e.g. "No such file or directory".
+    public var reason: String { String(cString: strerror(errno)) }
+
+    public var description: String { "cannot \(operation) \(path): \(reason)" }
 }
 
 /// The few file operations Vigil needs, with POSIX calls and no Foundation: one Swift function

@@ -22,7 +22,7 @@ public struct LifecycleLogger: LifecycleObserver {
         case .started(let generation, let timeToReady):
             log(
                 .notice,
-                "Started \(version) in \(timeToReady.milliseconds) ms, configuration generation \(generation)",
+                "Started \(version) in \(timeToReady.microseconds / 1000) ms, configuration generation \(generation)",
                 .started,
                 "started",
                 [
@@ -93,14 +93,6 @@ public struct LifecycleLogger: LifecycleObserver {
         for (key, value) in fields { metadata["VIGIL_" + key.uppercased()] = .string(value) }
         logger.log(level: level, "\(message)", metadata: metadata)
     }
-}
-
-extension Duration {
-    var microseconds: Int64 {
-        components.seconds * 1_000_000 + components.attoseconds / 1_000_000_000_000
-    }
-
-    var milliseconds: Int64 { microseconds / 1000 }
 }
 
 #if canImport(Glibc)

@@ -3,7 +3,8 @@
 /// An open set, modelled on `UnixSignal`: a struct around a private enum, so new events can be
 /// added without breaking `switch`es in daemon code.
 public struct LifecycleEvent: Hashable, Sendable, CustomStringConvertible {
-    private enum Wrapped: Hashable, Sendable {
+    /// Internal so the mediator's loop can switch over it; the public surface stays the statics.
+    enum Wrapped: Hashable, Sendable {
         case start
         case reload
         case userSignal(ProcessSignal)
@@ -11,7 +12,7 @@ public struct LifecycleEvent: Hashable, Sendable, CustomStringConvertible {
         case healthProbe
     }
 
-    private let wrapped: Wrapped
+    let wrapped: Wrapped
 
     private init(_ wrapped: Wrapped) { self.wrapped = wrapped }
 

@@ -200,14 +200,15 @@ public final class ListenerGroup: Service {
         let running = try await start(startedAt: startedAt)
         var doorbell = core.doorbell.makeAsyncIterator()
         while true {
-            while let work = core.nextWork() {
-                switch work {
+            while let event = core.nextEvent() {
+                switch event.wrapped {
                 case .terminate(let reason):
                     await terminate(reason, listeners: running, startedAt: startedAt)
                     return
-                case .probe: await answerProbes()
+                case .healthProbe: await answerProbes()
                 case .reload: await reload()
                 case .userSignal(let signal): await deliver(signal)
+                case .start: break  // start runs once, before the loop
                 }
             }
             if await doorbell.next() == nil, !core.terminationRequested {

@@ -7,14 +7,6 @@ import Synchronization
 final class MediatorCore: Sendable {
     enum Phase: Sendable { case idle, starting, running, stopping, stopped }
 
-    /// What the event loop does next.
-    enum Work: Sendable {
-        case terminate(TerminationReason)
-        case probe
-        case reload
-        case userSignal(ProcessSignal)
-    }
-
     struct State {
         var phase = Phase.idle
         /// Reload requested; any number of requests while one is pending collapse into it.
@@ -65,8 +57,6 @@ final class MediatorCore: Sendable {
     // MARK: requests (any thread)
 
     var generation: Int { state.withLock { $0.generation } }
-
-    var phase: Phase { state.withLock { $0.phase } }
 
     func setPhase(_ phase: Phase) { state.withLock { $0.phase = phase } }
 
@@ -141,15 +131,15 @@ final class MediatorCore: Sendable {
         if now, let interruption { interruption() }
     }
 
-    /// The next piece of work: stopping first, then health probes, reloads, user signals.
-    func nextWork() -> Work? {
+    /// The next event to handle: stopping first, then health probes, reloads, user signals.
+    func nextEvent() -> LifecycleEvent? {
         state.withLock { state in
             if let reason = state.termination, !state.terminationTaken {
                 state.terminationTaken = true
                 return .terminate(reason)
             }
             if state.termination != nil { return nil }
-            if !state.probes.isEmpty { return .probe }
+            if !state.probes.isEmpty { return .healthProbe }
             if state.reloadRequested {
                 state.reloadRequested = false
                 return .reload
@@ -160,12 +150,8 @@ final class MediatorCore: Sendable {
     }
 
     func finish() {
-        let probes = state.withLock { state in
-            state.phase = .stopped
-            defer { state.probes.removeAll() }
-            return Array(state.probes.values)
-        }
-        for probe in probes { probe(false) }
+        setPhase(.stopped)
+        for probe in takeProbes() { probe(false) }
         bell.finish()
     }
 }

@@ -18,7 +18,7 @@ public enum MonotonicClock {
 
 extension Duration {
     /// Whole microseconds, rounded down, never negative.
-    var microseconds: UInt64 {
+    package var microseconds: UInt64 {
         let (seconds, attoseconds) = components
         guard seconds >= 0 else { return 0 }
         return UInt64(seconds) * 1_000_000 + UInt64(attoseconds / 1_000_000_000_000)

@@ -59,7 +59,7 @@ public final class DaemonProcess: Sendable {
         var child: pid_t = 0
         let result = posix_spawn(&child, executable, &actions, &attributes, argv, envp)
         guard result == 0 else {
-            throw FakeNotifySocketError("posix_spawn \(executable)", result)
+            throw SystemCallError("posix_spawn \(executable)", result)
         }
         pid = child
         let spawned = child

@@ -45,12 +45,12 @@ public final class FakeNotifySocket: Sendable {
     /// Binds a socket in a fresh temporary directory and starts receiving.
     public init() throws {
         var template = Array("/tmp/vigil-notify-XXXXXX".utf8CString)
-        guard let created = mkdtemp(&template) else { throw FakeNotifySocketError("mkdtemp", errno) }
+        guard let created = mkdtemp(&template) else { throw SystemCallError("mkdtemp", errno) }
         directory = String(cString: created)
         path = directory + "/notify.sock"
         let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         self.descriptor = descriptor
-        guard descriptor >= 0 else { throw FakeNotifySocketError("socket", errno) }
+        guard descriptor >= 0 else { throw SystemCallError("socket", errno) }
         var on: Int32 = 1
         setsockopt(descriptor, SOL_SOCKET, SO_PASSCRED, &on, socklen_t(MemoryLayout<Int32>.size))
         var address = sockaddr_un()
@@ -63,7 +63,7 @@ public final class FakeNotifySocket: Sendable {
                 bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
             }
         }
-        guard bound == 0 else { throw FakeNotifySocketError("bind \(path)", errno) }
+        guard bound == 0 else { throw SystemCallError("bind \(path)", errno) }
         let datagrams = self.datagrams
         let done = self.done
         DetachedThread.run {
@@ -121,8 +121,8 @@ public final class FakeNotifySocket: Sendable {
     }
 }
 
-/// Setting up the fake socket failed.
-public struct FakeNotifySocketError: Error, CustomStringConvertible {
+/// A system call the test kit made failed (setting up a socket, spawning a process).
+public struct SystemCallError: Error, CustomStringConvertible {
     public let description: String
     init(_ call: String, _ code: Int32) {
         description = "\(call) failed: \(String(cString: strerror(code)))"

@@ -122,8 +122,7 @@ final class RuntimeStatusWriter: LifecycleObserver {
     func heartbeatCounted() { update { _ in } }
 
     private static func began(_ duration: Duration) -> UInt64 {
-        MonotonicClock.microseconds() - UInt64(duration.components.seconds) * 1_000_000
-            - UInt64(duration.components.attoseconds / 1_000_000_000_000)
+        MonotonicClock.microseconds() - duration.microseconds
     }
 
     private func update(_ change: (inout RuntimeStatus) -> Void) {

@@ -1,5 +1,6 @@
 import Glibc
 import Testing
+import Vigil
 import VigilTesting
 
 /// Real signals to a real `vigild` child, observed through a real notify socket, as systemd
@@ -9,7 +10,7 @@ import VigilTesting
         let socket = try FakeNotifySocket()
         let (daemon, _) = try await VigildBinary.start(socket: socket)
 
-        let beforeHUP = MonotonicNow.microseconds()
+        let beforeHUP = MonotonicClock.microseconds()
         daemon.send(SIGHUP)
         let afterReload = try await socket.datagrams.wait("reload READY") { $0.count >= 3 }
         let reloading = afterReload[1]
@@ -87,14 +88,6 @@ import VigilTesting
         )
         let output = try String(contentsOfFile: directory + "/output.log")
         #expect(output.contains("<2>Start-up failed in failpoints: failpoint start-fail is set (VIGIL_FAILPOINTS)"))
-    }
-}
-
-enum MonotonicNow {
-    static func microseconds() -> UInt64 {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000
     }
 }
 
