@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "VigilSystemd", targets: ["VigilSystemd"]),
         .library(name: "VigilTesting", targets: ["VigilTesting"]),
         .executable(name: "vigild", targets: ["vigild"]),
+        .executable(name: "vigil-benchmarks", targets: ["vigil-benchmarks"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
@@ -28,6 +29,8 @@ let package = Package(
             pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev"])]
         ),
+        // The single-threaded executor (epoll, timerfd, signalfd) behind EventLoopExecutor.
+        .target(name: "CVigilEventLoop"),
         .target(
             name: "VigilSystemd",
             dependencies: [
@@ -39,6 +42,7 @@ let package = Package(
         .target(
             name: "VigilLifecycle",
             dependencies: [
+                "CVigilEventLoop",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
@@ -64,13 +68,33 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        .target(
+            name: "VigildCore",
+            dependencies: ["Vigil", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
         .executableTarget(
             name: "vigild",
             dependencies: [
-                "Vigil",
+                "Vigil", "VigildCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            swiftSettings: strict
+        ),
+        // Benchmarks: Tests/Benchmarks/run.sh builds this in release and runs it against the C
+        // floor (Tests/Benchmarks/floor); see the README's "Performance".
+        .target(
+            name: "CVigilMallocCounter",
+            path: "Tests/Benchmarks/CVigilMallocCounter"
+        ),
+        .executableTarget(
+            name: "vigil-benchmarks",
+            dependencies: [
+                "Vigil", "VigildCore", "VigilTesting", "CVigilSystemd", "CVigilMallocCounter",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/Benchmarks/VigilBenchmarks",
             swiftSettings: strict
         ),
         .testTarget(

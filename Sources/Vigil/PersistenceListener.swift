@@ -109,7 +109,7 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
                 // cancelled at stop or when a reload changes the interval.
                 while !Task.isCancelled {
                     do {
-                        try await Task.sleep(for: period)
+                        try await EventLoopExecutor.sleep(for: period)
                     } catch {
                         return
                     }

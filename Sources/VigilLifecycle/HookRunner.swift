@@ -10,16 +10,47 @@ enum HookOutcome<Value: Sendable>: Sendable {
     case interrupted
 }
 
-/// Resumes a continuation exactly once, whoever gets there first.
+/// The first outcome wins, whoever gets there first: the hook, its budget timer, or a second
+/// stop request. It may come before anyone waits for it (a hook that never suspends).
 private final class FirstOutcome<Value: Sendable>: Sendable {
-    private let continuation = Mutex<CheckedContinuation<HookOutcome<Value>, Never>?>(nil)
+    private struct State {
+        var continuation: CheckedContinuation<HookOutcome<Value>, Never>?
+        var outcome: HookOutcome<Value>?
+        var taken = false
+    }
+
+    private let state = Mutex(State())
+
+    /// The outcome if it is already there (and nobody will be resumed with it).
+    func takeIfDone() -> HookOutcome<Value>? {
+        state.withLock { state in
+            guard let outcome = state.outcome, !state.taken else { return nil }
+            state.taken = true
+            return outcome
+        }
+    }
 
     func arm(_ continuation: CheckedContinuation<HookOutcome<Value>, Never>) {
-        self.continuation.withLock { $0 = continuation }
+        let ready = state.withLock { state -> HookOutcome<Value>? in
+            if let outcome = state.outcome {
+                state.taken = true
+                return outcome
+            }
+            state.continuation = continuation
+            return nil
+        }
+        if let ready { continuation.resume(returning: ready) }
     }
 
     func resume(_ outcome: HookOutcome<Value>) {
-        continuation.withLock { $0.take() }?.resume(returning: outcome)
+        let continuation = state.withLock { state -> CheckedContinuation<HookOutcome<Value>, Never>? in
+            guard state.outcome == nil else { return nil }
+            state.outcome = outcome
+            guard let continuation = state.continuation.take() else { return nil }
+            state.taken = true
+            return continuation
+        }
+        continuation?.resume(returning: outcome)
     }
 }
 
@@ -29,6 +60,10 @@ extension MediatorCore {
     /// The hook runs in its own task so that a hook that ignores cancellation cannot wedge the
     /// mediator: when the budget runs out the hook is cancelled and abandoned, and the mediator
     /// moves on. That is the only reason for the unstructured tasks here.
+    ///
+    /// The task starts immediately on the mediator's thread (`Task.immediate`), so a hook that
+    /// returns without suspending (most do) costs one task and no thread hop, and no budget
+    /// timer is ever armed for it. Only a hook that suspends gets a timer.
     ///
     /// - Parameters:
     ///   - extendAfter: when set and the hook is still running after this long, the service
@@ -41,27 +76,27 @@ extension MediatorCore {
         _ body: @escaping @Sendable () async throws -> Value
     ) async -> HookOutcome<Value> {
         let first = FirstOutcome<Value>()
-        var work: Task<Void, Never>?
+        let work = Task.immediate {
+            do {
+                first.resume(.returned(try await body()))
+            } catch {
+                first.resume(.threw(error))
+            }
+        }
+        if let outcome = first.takeIfDone() { return outcome }
         var timer: Task<Void, Never>?
         let outcome = await withCheckedContinuation { continuation in
             first.arm(continuation)
-            work = Task {
-                do {
-                    first.resume(.returned(try await body()))
-                } catch {
-                    first.resume(.threw(error))
-                }
-            }
             timer = Task {
                 do {
                     var remaining = budget
                     if let extendAfter, extendAfter < budget {
-                        try await Task.sleep(for: extendAfter)
+                        try await EventLoopExecutor.sleep(for: extendAfter)
                         remaining = budget - extendAfter
                         // Ask for the rest of the budget plus a second of slack.
                         self.send([.extendTimeout(microseconds: (remaining + .seconds(1)).microseconds)])
                     }
-                    try await Task.sleep(for: remaining)
+                    try await EventLoopExecutor.sleep(for: remaining)
                     first.resume(.overran(budget))
                 } catch {
                     // Cancelled: the hook finished first.
@@ -75,7 +110,7 @@ extension MediatorCore {
         timer?.cancel()
         switch outcome {
         case .returned, .threw: break
-        case .overran, .interrupted: work?.cancel()
+        case .overran, .interrupted: work.cancel()
         }
         return outcome
     }

@@ -148,7 +148,7 @@ public final class ListenerGroup: Service {
             id = core.requestProbe(resume)
             // A timer task because the mediator may never answer: that is what a probe detects.
             timer = Task {
-                try? await Task.sleep(for: timeout)
+                try? await EventLoopExecutor.sleep(for: timeout)
                 resume(false)
             }
         }
@@ -289,8 +289,14 @@ public final class ListenerGroup: Service {
         )
     }
 
-    private func report<Value>(_ outcome: HookOutcome<Value>, listener: String, event: String, budget: String) {
+    private func report<Value>(
+        _ outcome: HookOutcome<Value>,
+        listener: String,
+        event: @autoclosure () -> String,
+        budget: String
+    ) {
         guard let reason = Self.reason(outcome, budget: budget) else { return }
+        let event = event()
         configuration.logger.error(
             "Listener '\(listener)' failed during \(event): \(reason)",
             metadata: ["vigil-listener": "\(listener)", "vigil-event": "\(event)"]

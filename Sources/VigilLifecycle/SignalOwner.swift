@@ -1,3 +1,4 @@
+import CVigilEventLoop
 @preconcurrency import Dispatch
 import Synchronization
 
@@ -23,9 +24,17 @@ final class SignalOwner: Sendable {
 
     private let signals: [ProcessSignal]
     private let sources: [any DispatchSourceSignal]
+    private let loopHandler: LoopHandler?
 
-    /// Installs handlers for `signals`; `handler` runs on a private queue for each delivery.
-    /// Returns once every handler is installed, so a signal sent afterwards is never lost.
+    /// Under ``EventLoopExecutor`` the handler is called on the loop's thread from its signalfd.
+    private final class LoopHandler: Sendable {
+        let handler: @Sendable (ProcessSignal) -> Void
+        init(_ handler: @escaping @Sendable (ProcessSignal) -> Void) { self.handler = handler }
+    }
+
+    /// Installs handlers for `signals`; `handler` runs on a private queue for each delivery
+    /// (on the loop's thread under ``EventLoopExecutor``). Returns once every handler is
+    /// installed, so a signal sent afterwards is never lost.
     init(signals: [ProcessSignal], handler: @escaping @Sendable (ProcessSignal) -> Void) {
         Self.owned.withLock { owned in
             for signal in signals {
@@ -37,6 +46,26 @@ final class SignalOwner: Sendable {
             }
         }
         self.signals = signals
+        if EventLoopExecutor.isInstalled {
+            let loopHandler = LoopHandler(handler)
+            self.loopHandler = loopHandler
+            self.sources = []
+            let context = Unmanaged.passUnretained(loopHandler).toOpaque()
+            for signal in signals {
+                let failed = cvigil_loop_watch_signal(
+                    signal.rawValue,
+                    { number, context in
+                        Unmanaged<LoopHandler>.fromOpaque(context!).takeUnretainedValue().handler(
+                            ProcessSignal(rawValue: number)
+                        )
+                    },
+                    context
+                )
+                precondition(failed == 0, "Cannot watch \(signal) with signalfd (errno \(failed))")
+            }
+            return
+        }
+        self.loopHandler = nil
         // Dispatch registers a source asynchronously; wait for every registration so that a
         // signal sent after `init` returns (say, right after READY=1) is never lost.
         let registered = DispatchGroup()
@@ -53,8 +82,12 @@ final class SignalOwner: Sendable {
 
     /// Stops delivering the signals and gives up their ownership.
     func release() {
-        for source in sources { source.cancel() }
-        Self.queue.sync {}
+        if loopHandler != nil {
+            for signal in signals { cvigil_loop_unwatch_signal(signal.rawValue) }
+        } else {
+            for source in sources { source.cancel() }
+            Self.queue.sync {}
+        }
         Self.owned.withLock { owned in
             for signal in signals { owned.remove(signal.rawValue) }
         }

@@ -39,17 +39,19 @@ public struct Watchdog: Sendable {
     ///     ``probeTimeout``) withholds the ping.
     ///   - ping: sends `WATCHDOG=1`.
     ///   - missed: told about each withheld ping.
+    ///   - sleep: how to wait (`EventLoopExecutor.sleep(for:)` under Vigil's event loop).
     public func run(
         probe: @Sendable (Duration) async -> Bool,
         ping: @Sendable () -> Void,
-        missed: @Sendable () -> Void = {}
+        missed: @Sendable () -> Void = {},
+        sleep: @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
     ) async {
         let clock = ContinuousClock()
         var deadline = clock.now
         while !Task.isCancelled {
             deadline += pingInterval
             do {
-                try await Task.sleep(until: deadline, clock: clock)
+                try await sleep(max(deadline - clock.now, .zero))
             } catch {
                 return
             }

@@ -22,9 +22,40 @@ public final class DaemonProcess: Sendable {
         environment: [String: String] = [:],
         outputPath: String? = nil
     ) throws {
+        let child = try Self.spawn(
+            executable: executable,
+            arguments: arguments,
+            environment: environment,
+            outputPath: outputPath
+        )
+        pid = child
+        let spawned = child
+        let exit = self.exit
+        DetachedThread.run {
+            var status: Int32 = 0
+            while waitpid(spawned, &status, 0) < 0 && errno == EINTR {}
+            let code: Int32 = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+            exit.append(code)
+        }
+    }
+
+    /// Spawns `executable` and returns its pid, for callers that wait for it themselves (the
+    /// benchmarks time `waitpid` directly).
+    ///
+    /// - Parameters:
+    ///   - environment: added to this process's environment, or the whole environment when
+    ///     `inheritEnvironment` is `false`.
+    ///   - outputPath: stdout and stderr are appended there; inherited when `nil`.
+    public static func spawn(
+        executable: String,
+        arguments: [String] = [],
+        environment: [String: String] = [:],
+        inheritEnvironment: Bool = true,
+        outputPath: String? = nil
+    ) throws -> pid_t {
         var merged: [String: String] = [:]
         var entry = environ
-        while let pointer = entry.pointee {
+        while inheritEnvironment, let pointer = entry.pointee {
             let text = String(cString: pointer)
             if let equals = text.firstIndex(of: "=") {
                 merged[String(text[..<equals])] = String(text[text.index(after: equals)...])
@@ -61,15 +92,7 @@ public final class DaemonProcess: Sendable {
         guard result == 0 else {
             throw SystemCallError("posix_spawn \(executable)", result)
         }
-        pid = child
-        let spawned = child
-        let exit = self.exit
-        DetachedThread.run {
-            var status: Int32 = 0
-            while waitpid(spawned, &status, 0) < 0 && errno == EINTR {}
-            let code: Int32 = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
-            exit.append(code)
-        }
+        return child
     }
 
     /// Sends `signal` to the child.

@@ -10,13 +10,13 @@
 /// only when a monitor notices stalled workers, about once a second, so a few blocking loops
 /// delay every other Dispatch user (signal sources among them) by seconds. Not on Swift's
 /// cooperative pool either, which must never block.
-enum DetachedThread {
+package enum DetachedThread {
     private final class Box {
         let body: () -> Void
         init(_ body: @escaping () -> Void) { self.body = body }
     }
 
-    static func run(_ body: @escaping @Sendable () -> Void) {
+    package static func run(_ body: @escaping @Sendable () -> Void) {
         let box = Unmanaged.passRetained(Box(body)).toOpaque()
         var thread = pthread_t()
         let result = pthread_create(

@@ -48,22 +48,10 @@ public final class FakeNotifySocket: Sendable {
         guard let created = mkdtemp(&template) else { throw SystemCallError("mkdtemp", errno) }
         directory = String(cString: created)
         path = directory + "/notify.sock"
-        let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let descriptor = try UnixDatagramSocket.bind(path: path)
         self.descriptor = descriptor
-        guard descriptor >= 0 else { throw SystemCallError("socket", errno) }
         var on: Int32 = 1
         setsockopt(descriptor, SOL_SOCKET, SO_PASSCRED, &on, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (index, byte) in path.utf8.enumerated() { raw[index] = byte }
-        }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
-        guard bound == 0 else { throw SystemCallError("bind \(path)", errno) }
         let datagrams = self.datagrams
         let done = self.done
         DetachedThread.run {
@@ -124,7 +112,32 @@ public final class FakeNotifySocket: Sendable {
 /// A system call the test kit made failed (setting up a socket, spawning a process).
 public struct SystemCallError: Error, CustomStringConvertible {
     public let description: String
-    init(_ call: String, _ code: Int32) {
+    package init(_ call: String, _ code: Int32) {
         description = "\(call) failed: \(String(cString: strerror(code)))"
+    }
+}
+
+/// An `AF_UNIX` datagram socket bound to a path: what systemd's notify and journal sockets are.
+package enum UnixDatagramSocket {
+    /// A new close-on-exec socket bound to `path`; the caller closes it.
+    package static func bind(path: String) throws -> Int32 {
+        let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard descriptor >= 0 else { throw SystemCallError("socket", errno) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (index, byte) in path.utf8.enumerated() { raw[index] = byte }
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard bound == 0 else {
+            let code = errno
+            close(descriptor)
+            throw SystemCallError("bind \(path)", code)
+        }
+        return descriptor
     }
 }

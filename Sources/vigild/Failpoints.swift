@@ -66,7 +66,7 @@ private final class Stall: Sendable {
     func forever() async {
         while true {
             // Ignores cancellation on purpose: a wedged hook.
-            try? await Task.sleep(for: .seconds(3600))
+            try? await EventLoopExecutor.sleep(for: .seconds(3600))
         }
     }
 }

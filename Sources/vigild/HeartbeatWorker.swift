@@ -1,10 +1,12 @@
 import Logging
 import Synchronization
 import Vigil
+import VigildCore
 
 /// The reference daemon's worker: every `heartbeat.interval` seconds it logs
 /// `heartbeat.message` with the field `VIGIL_HEARTBEAT=<count>` and counts. The count lives in
-/// the state store under `heartbeat`, so it continues across restarts.
+/// the state store under `heartbeat`, so it continues across restarts. An interval of 0 turns
+/// the heartbeat off: no task, no timer, no wake-ups.
 final class HeartbeatWorker: Listener {
     struct Settings: Sendable, Hashable {
         var interval: Duration
@@ -79,26 +81,29 @@ final class HeartbeatWorker: Listener {
     private func restart(_ settings: Settings, store: StateStore, logger: Logger) {
         // The worker's loop outlives `start`; it is replaced on an applied reload and cancelled
         // at stop.
-        let task = Task { [self] in
-            while !Task.isCancelled {
-                do {
-                    try await Task.sleep(for: settings.interval)
-                } catch {
-                    return
+        let task: Task<Void, Never>? =
+            settings.interval <= .zero
+            ? nil
+            : Task { [self] in
+                while !Task.isCancelled {
+                    do {
+                        try await EventLoopExecutor.sleep(for: settings.interval)
+                    } catch {
+                        return
+                    }
+                    let count = state.withLock { state -> Int in
+                        state.count += 1
+                        return state.count
+                    }
+                    do {
+                        try store.set(State(count: count), forKey: name)
+                    } catch {
+                        logger.error("Could not record heartbeat \(count) in the state store: \(error)")
+                    }
+                    logger.info("\(settings.message)", metadata: ["VIGIL_HEARTBEAT": "\(count)"])
+                    beatObserver.withLock { $0 }()
                 }
-                let count = state.withLock { state -> Int in
-                    state.count += 1
-                    return state.count
-                }
-                do {
-                    try store.set(State(count: count), forKey: name)
-                } catch {
-                    logger.error("Could not record heartbeat \(count) in the state store: \(error)")
-                }
-                logger.info("\(settings.message)", metadata: ["VIGIL_HEARTBEAT": "\(count)"])
-                beatObserver.withLock { $0 }()
             }
-        }
         let previous = state.withLock { state -> Task<Void, Never>? in
             defer { state.task = task }
             return state.task

@@ -1,5 +1,6 @@
 import Synchronization
 import Vigil
+import VigildCore
 
 #if canImport(Glibc)
     import Glibc

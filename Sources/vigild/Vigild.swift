@@ -1,6 +1,7 @@
 import ArgumentParser
 import Logging
 import Vigil
+import VigildCore
 
 #if canImport(Glibc)
     import Glibc
@@ -8,7 +9,6 @@ import Vigil
     import Musl
 #endif
 
-@main
 struct Vigild: AsyncParsableCommand {
     static let version = "0.1.0"
 

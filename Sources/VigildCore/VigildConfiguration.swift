@@ -1,7 +1,8 @@
 import Logging
 import Vigil
 
-/// vigild's configuration. Every key is optional; these are the defaults:
+/// vigild's configuration (in a module of its own so that the benchmarks decode the same type).
+/// Every key is optional; these are the defaults:
 ///
 /// ```
 /// {
@@ -10,18 +11,18 @@ import Vigil
 ///   "persistence": { "checkpointInterval": 30 }
 /// }
 /// ```
-struct VigildConfiguration: ValidatedConfiguration {
-    struct Heartbeat: Decodable, Sendable, Equatable {
-        /// Seconds between heartbeats, > 0.
-        var interval: Double = 5
+package struct VigildConfiguration: ValidatedConfiguration {
+    package struct Heartbeat: Decodable, Sendable, Equatable {
+        /// Seconds between heartbeats; 0 turns the heartbeat off.
+        package var interval: Double = 5
         /// What each heartbeat logs.
-        var message: String = "alive"
+        package var message: String = "alive"
 
-        init() {}
+        package init() {}
 
         enum CodingKeys: String, CodingKey { case interval, message }
 
-        init(from decoder: any Decoder) throws {
+        package init(from decoder: any Decoder) throws {
             let keys = try decoder.container(keyedBy: CodingKeys.self)
             let defaults = Heartbeat()
             interval = try keys.decode(Double.self, forKey: .interval, default: defaults.interval)
@@ -29,53 +30,53 @@ struct VigildConfiguration: ValidatedConfiguration {
         }
     }
 
-    struct Persistence: Decodable, Sendable, Equatable {
+    package struct Persistence: Decodable, Sendable, Equatable {
         /// Seconds between periodic checkpoints, >= 0; 0 = only on SIGUSR1 and stop.
-        var checkpointInterval: Double = 30
+        package var checkpointInterval: Double = 30
 
-        init() {}
+        package init() {}
 
         enum CodingKeys: String, CodingKey { case checkpointInterval }
 
-        init(from decoder: any Decoder) throws {
+        package init(from decoder: any Decoder) throws {
             let keys = try decoder.container(keyedBy: CodingKeys.self)
             checkpointInterval = try keys.decode(Double.self, forKey: .checkpointInterval, default: 30)
         }
     }
 
-    var logLevel = "info"
-    var heartbeat = Heartbeat()
-    var persistence = Persistence()
+    package var logLevel = "info"
+    package var heartbeat = Heartbeat()
+    package var persistence = Persistence()
 
-    static let defaultConfiguration = VigildConfiguration()
+    package static let defaultConfiguration = VigildConfiguration()
 
-    init() {}
+    package init() {}
 
     enum CodingKeys: String, CodingKey { case logLevel, heartbeat, persistence }
 
-    init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let keys = try decoder.container(keyedBy: CodingKeys.self)
         logLevel = try keys.decode(String.self, forKey: .logLevel, default: "info")
         heartbeat = try keys.decode(Heartbeat.self, forKey: .heartbeat, default: Heartbeat())
         persistence = try keys.decode(Persistence.self, forKey: .persistence, default: Persistence())
     }
 
-    static let levels = Logger.Level.allCases.map(\.rawValue)
+    package static let levels = Logger.Level.allCases.map(\.rawValue)
 
     /// The level `logLevel` names.
-    var level: Logger.Level { Logger.Level(rawValue: logLevel) ?? .info }
+    package var level: Logger.Level { Logger.Level(rawValue: logLevel) ?? .info }
 
-    func validate() throws(InvalidValue) {
+    package func validate() throws(InvalidValue) {
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw InvalidValue(
                 ["logLevel"],
                 "must be one of \(Self.levels.joined(separator: ", ")) (found \"\(logLevel)\")"
             )
         }
-        guard heartbeat.interval.isFinite, heartbeat.interval > 0 else {
+        guard heartbeat.interval.isFinite, heartbeat.interval >= 0 else {
             throw InvalidValue(
                 ["heartbeat", "interval"],
-                "must be a number of seconds greater than 0 (found \(heartbeat.interval))"
+                "must be a number of seconds, 0 (no heartbeat) or more (found \(heartbeat.interval))"
             )
         }
         guard heartbeat.interval <= 86_400 else {
@@ -98,7 +99,7 @@ struct VigildConfiguration: ValidatedConfiguration {
 
 extension Duration {
     /// A duration from fractional seconds, to the microsecond.
-    static func seconds(fractional value: Double) -> Duration {
+    package static func seconds(fractional value: Double) -> Duration {
         .microseconds(Int64((value * 1_000_000).rounded()))
     }
 }

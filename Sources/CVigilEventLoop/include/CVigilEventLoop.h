@@ -1,0 +1,54 @@
+#ifndef CVIGIL_EVENT_LOOP_H
+#define CVIGIL_EVENT_LOOP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/// Vigil's single-threaded executor for daemons: Swift concurrency's global and main executors
+/// replaced by one epoll loop on the calling thread, with a timerfd for sleeps and a signalfd
+/// for signals. No Dispatch worker threads, so no wake-ups while idle.
+
+/// Installs the runtime hooks; jobs enqueued from now on wait for `cvigil_loop_run`.
+/// Returns false when another executor hook is already installed. Call once, from the thread
+/// that will call `cvigil_loop_run`, before any task is created.
+bool cvigil_loop_install(void);
+
+/// Runs jobs, timers and signal callbacks on this thread until `cvigil_loop_stop`.
+/// Returns 0, or an errno when the loop's descriptors could not be set up.
+int cvigil_loop_run(void);
+
+/// Makes `cvigil_loop_run` return once the job that called this finishes. Any thread.
+void cvigil_loop_stop(void);
+
+/// True when the hooks are installed (the loop owns the process's executor).
+bool cvigil_loop_installed(void);
+
+/// A signal callback: runs on the loop thread for each delivery.
+typedef void (*cvigil_signal_callback)(int signal, void *context);
+
+/// Delivers `signal` through the loop's signalfd: blocks it for the calling thread (call from
+/// the loop thread, before other threads start, so that every thread inherits the mask) and
+/// calls `callback` on the loop thread for each delivery. Returns 0 or an errno.
+int cvigil_loop_watch_signal(int signal, cvigil_signal_callback callback, void *context);
+
+/// Stops watching `signal` and restores its previous mask and disposition.
+void cvigil_loop_unwatch_signal(int signal);
+
+/// A timer callback: runs on the loop thread at its deadline unless cancelled first.
+typedef void (*cvigil_timer_callback)(void *context);
+
+/// Calls `callback` on the loop thread at `deadline` (CLOCK_MONOTONIC, ns). Any thread.
+/// Returns the timer's id for `cvigil_loop_cancel_timer`.
+uint64_t cvigil_loop_add_timer(uint64_t deadline, cvigil_timer_callback callback, void *context);
+
+/// Removes a timer that has not fired: true when it was removed (its callback will not run),
+/// false when it already fired or is firing. A removed timer leaves no wake-up behind.
+bool cvigil_loop_cancel_timer(uint64_t id);
+
+/// CLOCK_MONOTONIC now, in ns.
+uint64_t cvigil_loop_now(void);
+
+/// Jobs run since the loop started (for tests and benchmarks).
+uint64_t cvigil_loop_jobs_run(void);
+
+#endif

@@ -1,0 +1,14 @@
+import ArgumentParser
+import Vigil
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+// vigild runs on one thread: Swift concurrency's executor is Vigil's event loop (epoll,
+// timerfd, signalfd), so the idle daemon never wakes up and a signal reaches the mediator
+// without a thread switch. ArgumentParser exits by itself on a usage error.
+EventLoopExecutor.run { await Vigild.main() }
+exit(0)
