@@ -53,13 +53,26 @@ public struct JournalLogHandler: LogHandler {
     }
 
     public func log(event: LogEvent) {
-        let fields = JournalEntry.fields(
-            event: event,
-            label: label,
-            identifier: identifier,
-            metadata: mergedMetadata(event.metadata)
-        )
-        let result = JournalEntry.send(fields)
+        var entry = JournalEntry.Buffer()
+        if metadata.isEmpty, metadataProvider == nil {
+            // The common case: no handler metadata to merge, so no dictionary copies.
+            JournalEntry.build(
+                event: event,
+                label: label,
+                identifier: identifier,
+                metadata: event.metadata ?? [:],
+                into: &entry
+            )
+        } else {
+            JournalEntry.build(
+                event: event,
+                label: label,
+                identifier: identifier,
+                metadata: mergedMetadata(event.metadata),
+                into: &entry
+            )
+        }
+        let result = entry.send()
         if result < 0 {
             // The journal is gone (journald restarting?): fall back to stderr rather than lose it.
             let line = "<\(event.level.syslogPriority)>\(event.message) (journal send failed: errno \(-result))\n"
@@ -77,6 +90,84 @@ public struct JournalLogHandler: LogHandler {
 
 /// Building and sending one native journal entry.
 package enum JournalEntry {
+    /// One entry's `NAME=value` fields, back to back in one byte buffer: a log call costs a
+    /// couple of allocations, not one per field.
+    package struct Buffer {
+        private(set) var bytes: [UInt8] = []
+        private(set) var ends: [Int] = []
+        /// Names used by metadata so far (the standard fields are checked separately).
+        private var used: [String] = []
+
+        init() {
+            bytes.reserveCapacity(512)
+            ends.reserveCapacity(16)
+        }
+
+        mutating func field(_ name: String, _ value: String) {
+            bytes.append(contentsOf: name.utf8)
+            bytes.append(UInt8(ascii: "="))
+            bytes.append(contentsOf: value.utf8)
+            ends.append(bytes.count)
+        }
+
+        mutating func field(_ name: String, _ value: UInt) {
+            bytes.append(contentsOf: name.utf8)
+            bytes.append(UInt8(ascii: "="))
+            if value == 0 { bytes.append(UInt8(ascii: "0")) }
+            let start = bytes.count
+            var rest = value
+            while rest > 0 {
+                bytes.append(UInt8(ascii: "0") + UInt8(rest % 10))
+                rest /= 10
+            }
+            bytes[start...].reverse()
+            ends.append(bytes.count)
+        }
+
+        /// `name`, or `name_2`, `name_3`… when a field of that name is already there.
+        mutating func unique(_ name: String) -> String {
+            func taken(_ candidate: String) -> Bool {
+                JournalFieldName.reserved.contains(candidate) || used.contains(candidate)
+            }
+            var candidate = name
+            var suffix = 2
+            while taken(candidate) {
+                let base = name.count > 61 ? String(name.prefix(61)) : name
+                candidate = "\(base)_\(suffix)"
+                suffix += 1
+            }
+            used.append(candidate)
+            return candidate
+        }
+
+        /// The fields as strings (tests).
+        var fields: [String] {
+            var start = 0
+            return ends.map { end in
+                defer { start = end }
+                return String(decoding: bytes[start..<end], as: UTF8.self)
+            }
+        }
+
+        /// Sends the entry; returns `sd_journal_sendv`'s result (negative errno on failure).
+        /// The corresponding C function is `sd_journal_sendv`.
+        func send() -> Int32 {
+            bytes.withUnsafeBytes { raw in
+                withUnsafeTemporaryAllocation(of: iovec.self, capacity: ends.count) { vectors in
+                    var start = 0
+                    for (index, end) in ends.enumerated() {
+                        vectors[index] = iovec(
+                            iov_base: UnsafeMutableRawPointer(mutating: raw.baseAddress! + start),
+                            iov_len: end - start
+                        )
+                        start = end
+                    }
+                    return sd_journal_sendv(vectors.baseAddress, Int32(ends.count))
+                }
+            }
+        }
+    }
+
     /// The `NAME=value` fields of one entry, in order.
     package static func fields(
         event: LogEvent,
@@ -84,75 +175,51 @@ package enum JournalEntry {
         identifier: String,
         metadata: Logger.Metadata
     ) -> [String] {
-        var fields: [String] = [
-            "MESSAGE=\(event.message)",
-            "PRIORITY=\(event.level.syslogPriority)",
-            "SYSLOG_IDENTIFIER=\(identifier)",
-            "CODE_FILE=\(event.file)",
-            "CODE_LINE=\(event.line)",
-            "CODE_FUNC=\(event.function)",
-            "SWIFT_LOG_LABEL=\(label)",
-            "SWIFT_LOG_SOURCE=\(event.source)",
-        ]
-        if let error = event.error { fields.append("SWIFT_LOG_ERROR=\(error)") }
-        var used = JournalFieldName.reserved
-        for (key, value) in metadata.sorted(by: { $0.key < $1.key }) {
-            flatten(JournalFieldName.sanitize(key), value, used: &used, into: &fields)
-        }
-        return fields
+        var entry = Buffer()
+        build(event: event, label: label, identifier: identifier, metadata: metadata, into: &entry)
+        return entry.fields
     }
 
-    private static func flatten(
-        _ name: String,
-        _ value: Logger.Metadata.Value,
-        used: inout Set<String>,
-        into fields: inout [String]
+    static func build(
+        event: LogEvent,
+        label: String,
+        identifier: String,
+        metadata: Logger.Metadata,
+        into entry: inout Buffer
     ) {
+        entry.field("MESSAGE", event.message.description)
+        entry.field("PRIORITY", UInt(event.level.syslogPriority))
+        entry.field("SYSLOG_IDENTIFIER", identifier)
+        entry.field("CODE_FILE", event.file)
+        entry.field("CODE_LINE", event.line)
+        entry.field("CODE_FUNC", event.function)
+        entry.field("SWIFT_LOG_LABEL", label)
+        entry.field("SWIFT_LOG_SOURCE", event.source)
+        if let error = event.error { entry.field("SWIFT_LOG_ERROR", "\(error)") }
+        switch metadata.count {
+        case 0: break
+        case 1: flatten(JournalFieldName.sanitize(metadata.first!.key), metadata.first!.value, into: &entry)
+        default:
+            for (key, value) in metadata.sorted(by: { $0.key < $1.key }) {
+                flatten(JournalFieldName.sanitize(key), value, into: &entry)
+            }
+        }
+    }
+
+    private static func flatten(_ name: String, _ value: Logger.Metadata.Value, into entry: inout Buffer) {
         switch value {
         case .dictionary(let dictionary):
             for (key, nested) in dictionary.sorted(by: { $0.key < $1.key }) {
-                flatten(JournalFieldName.sanitize(name + "_" + key), nested, used: &used, into: &fields)
+                flatten(JournalFieldName.sanitize(name + "_" + key), nested, into: &entry)
             }
         case .array(let array):
             for (index, nested) in array.enumerated() {
-                flatten(JournalFieldName.sanitize("\(name)_\(index)"), nested, used: &used, into: &fields)
+                flatten(JournalFieldName.sanitize("\(name)_\(index)"), nested, into: &entry)
             }
         case .string(let string):
-            fields.append(unique(name, used: &used) + "=" + string)
+            entry.field(entry.unique(name), string)
         case .stringConvertible(let convertible):
-            fields.append(unique(name, used: &used) + "=" + convertible.description)
-        }
-    }
-
-    private static func unique(_ name: String, used: inout Set<String>) -> String {
-        if used.insert(name).inserted { return name }
-        var suffix = 2
-        while true {
-            let base = name.count > 61 ? String(name.prefix(61)) : name
-            let candidate = "\(base)_\(suffix)"
-            if used.insert(candidate).inserted { return candidate }
-            suffix += 1
-        }
-    }
-
-    /// Sends the fields as one entry; returns `sd_journal_sendv`'s result (negative errno on
-    /// failure). The corresponding C function is `sd_journal_sendv`.
-    static func send(_ fields: [String]) -> Int32 {
-        // One contiguous buffer for every field, and one iovec per field pointing into it.
-        var buffer: [UInt8] = []
-        buffer.reserveCapacity(fields.reduce(0) { $0 + $1.utf8.count })
-        var ranges: [(Int, Int)] = []
-        ranges.reserveCapacity(fields.count)
-        for field in fields {
-            let start = buffer.count
-            buffer.append(contentsOf: field.utf8)
-            ranges.append((start, buffer.count - start))
-        }
-        return buffer.withUnsafeMutableBytes { bytes in
-            var vectors = ranges.map { start, length in
-                iovec(iov_base: bytes.baseAddress! + start, iov_len: length)
-            }
-            return sd_journal_sendv(&vectors, Int32(vectors.count))
+            entry.field(entry.unique(name), convertible.description)
         }
     }
 }

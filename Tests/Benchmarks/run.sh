@@ -21,7 +21,7 @@ trap 'rm -rf "$work"' EXIT
 
 echo "# building (release)" >&2
 swift build -c release --static-swift-stdlib --product vigild --scratch-path "$scratch" >&2
-swift build -c release --product vigil-benchmarks --scratch-path "$scratch" >&2
+swift build -c release --static-swift-stdlib --product vigil-benchmarks --scratch-path "$scratch" >&2
 install -m 0755 "$scratch/release/vigild" "$work/vigild"
 strip --strip-unneeded "$work/vigild"
 cc -O2 -Wall -Wextra -o "$work/vigil-floor" Tests/Benchmarks/floor/vigil-floor.c $(pkg-config --cflags --libs libsystemd)
