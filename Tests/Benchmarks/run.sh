@@ -3,7 +3,7 @@
 # standard library static, stripped), the C floor (Tests/Benchmarks/floor/vigil-floor.c) and
 # the benchmark executable, then runs them and prints the results as a Markdown table.
 #
-#   sudo sh packaging/build-deps.sh && bash Tests/Benchmarks/run.sh [--cycles N] [--reloads N] [--idle-seconds N]
+#   sh packaging/build-deps.sh && bash Tests/Benchmarks/run.sh      (as root) [--cycles N] [--reloads N] [--idle-seconds N]
 #
 # Runs as root: the benchmarks run in a private mount namespace with a tmpfs on /run, where the
 # journal handler's socket (/run/systemd/journal/socket, a drain the benchmark binds) and vigild's
