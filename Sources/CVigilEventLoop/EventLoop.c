@@ -73,7 +73,6 @@ static int epoll_fd = -1, wake_fd = -1, timer_fd = -1, signal_fd = -1;
 static sigset_t watched;
 static cvigil_signal_callback callbacks[_NSIG];
 static void *contexts[_NSIG];
-static uint64_t jobs_run;
 
 static uint64_t now_on(clockid_t clock) {
     struct timespec now;
@@ -219,8 +218,6 @@ bool cvigil_loop_install(void) {
 
 bool cvigil_loop_installed(void) { return installed; }
 
-uint64_t cvigil_loop_jobs_run(void) { return jobs_run; }
-
 void cvigil_loop_stop(void) {
     pthread_mutex_lock(&lock);
     stopping = true;
@@ -336,7 +333,6 @@ int cvigil_loop_run(void) {
         if (stop) break;
         if (count) {
             for (size_t index = 0; index < count; index++) {
-                jobs_run++;
                 swift_job_run(batch[index].job, batch[index].main ? main_executor : generic);
             }
             continue;

@@ -59,7 +59,7 @@ public enum EventLoopExecutor {
             try await Task.sleep(for: duration)
             return
         }
-        let deadline = cvigil_loop_now() &+ UInt64(max(duration, .zero).nanosecondsClamped)
+        let deadline = cvigil_loop_now() &+ max(duration, .zero).nanoseconds
         let sleeper = Sleeper()
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
@@ -118,14 +118,6 @@ private final class Sleeper: Sendable {
             Unmanaged.passUnretained(self).release()
         }
         continuation.resume(throwing: CancellationError())
-    }
-}
-
-extension Duration {
-    /// Nanoseconds, saturating at `Int64.max`.
-    fileprivate var nanosecondsClamped: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds >= 9_000_000_000 ? .max : seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }
 }
 

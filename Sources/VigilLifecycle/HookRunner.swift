@@ -16,26 +16,18 @@ private final class FirstOutcome<Value: Sendable>: Sendable {
     private struct State {
         var continuation: CheckedContinuation<HookOutcome<Value>, Never>?
         var outcome: HookOutcome<Value>?
-        var taken = false
     }
 
     private let state = Mutex(State())
 
-    /// The outcome if it is already there (and nobody will be resumed with it).
+    /// The outcome if it is already there (then nobody waits for it: the caller does not arm).
     func takeIfDone() -> HookOutcome<Value>? {
-        state.withLock { state in
-            guard let outcome = state.outcome, !state.taken else { return nil }
-            state.taken = true
-            return outcome
-        }
+        state.withLock { $0.outcome }
     }
 
     func arm(_ continuation: CheckedContinuation<HookOutcome<Value>, Never>) {
         let ready = state.withLock { state -> HookOutcome<Value>? in
-            if let outcome = state.outcome {
-                state.taken = true
-                return outcome
-            }
+            if let outcome = state.outcome { return outcome }
             state.continuation = continuation
             return nil
         }
@@ -46,9 +38,7 @@ private final class FirstOutcome<Value: Sendable>: Sendable {
         let continuation = state.withLock { state -> CheckedContinuation<HookOutcome<Value>, Never>? in
             guard state.outcome == nil else { return nil }
             state.outcome = outcome
-            guard let continuation = state.continuation.take() else { return nil }
-            state.taken = true
-            return continuation
+            return state.continuation.take()
         }
         continuation?.resume(returning: outcome)
     }

@@ -23,4 +23,12 @@ extension Duration {
         guard seconds >= 0 else { return 0 }
         return UInt64(seconds) * 1_000_000 + UInt64(attoseconds / 1_000_000_000_000)
     }
+
+    /// Whole nanoseconds, rounded down, never negative, saturating at `Int64.max`.
+    package var nanoseconds: UInt64 {
+        let (seconds, attoseconds) = components
+        guard seconds >= 0 else { return 0 }
+        guard seconds < 9_000_000_000 else { return UInt64(Int64.max) }
+        return UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
+    }
 }

@@ -54,24 +54,13 @@ public struct JournalLogHandler: LogHandler {
 
     public func log(event: LogEvent) {
         var entry = JournalEntry.Buffer()
-        if metadata.isEmpty, metadataProvider == nil {
-            // The common case: no handler metadata to merge, so no dictionary copies.
-            JournalEntry.build(
-                event: event,
-                label: label,
-                identifier: identifier,
-                metadata: event.metadata ?? [:],
-                into: &entry
-            )
-        } else {
-            JournalEntry.build(
-                event: event,
-                label: label,
-                identifier: identifier,
-                metadata: mergedMetadata(event.metadata),
-                into: &entry
-            )
-        }
+        JournalEntry.build(
+            event: event,
+            label: label,
+            identifier: identifier,
+            metadata: mergedMetadata(event.metadata),
+            into: &entry
+        )
         let result = entry.send()
         if result < 0 {
             // The journal is gone (journald restarting?): fall back to stderr rather than lose it.
@@ -81,6 +70,8 @@ public struct JournalLogHandler: LogHandler {
     }
 
     private func mergedMetadata(_ explicit: Logger.Metadata?) -> Logger.Metadata {
+        // The common case: no handler metadata to merge, so no dictionary copies.
+        if metadata.isEmpty, metadataProvider == nil { return explicit ?? [:] }
         var merged = metadata
         if let provided = metadataProvider?.get() { merged.merge(provided) { _, new in new } }
         if let explicit { merged.merge(explicit) { _, new in new } }

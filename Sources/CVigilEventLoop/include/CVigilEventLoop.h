@@ -48,7 +48,4 @@ bool cvigil_loop_cancel_timer(uint64_t id);
 /// CLOCK_MONOTONIC now, in ns.
 uint64_t cvigil_loop_now(void);
 
-/// Jobs run since the loop started (for tests and benchmarks).
-uint64_t cvigil_loop_jobs_run(void);
-
 #endif
