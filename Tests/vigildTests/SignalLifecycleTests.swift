@@ -29,7 +29,8 @@ import VigilTesting
 
         daemon.send(SIGTERM)
         #expect(try await daemon.waitForExit() == 0)
-        let all = socket.datagrams.values
+        // The datagrams were queued before the exit; the socket's reader may still be taking them.
+        let all = try await socket.datagrams.wait("STOPPING=1") { $0.contains { $0.lines.contains("STOPPING=1") } }
         #expect(all.map(\.senderPID).allSatisfy { $0 == daemon.pid })
         #expect(
             all.map(\.text).map { $0.hasPrefix("RELOADING=1\nMONOTONIC_USEC=") ? "RELOADING" : $0 } == [
@@ -47,7 +48,8 @@ import VigilTesting
         let (daemon, _) = try await VigildBinary.start(socket: socket)
         daemon.send(SIGINT)
         #expect(try await daemon.waitForExit() == 0)
-        #expect(socket.datagrams.values.last?.text == "STOPPING=1\nSTATUS=Stopping (SIGINT)…")
+        let all = try await socket.datagrams.wait("STOPPING=1") { $0.contains { $0.lines.contains("STOPPING=1") } }
+        #expect(all.last?.text == "STOPPING=1\nSTATUS=Stopping (SIGINT)…")
     }
 
     @Test func aBurstOfTenThousandHangupsNeverOverlapsAndStillStopsCleanly() async throws {
@@ -81,11 +83,11 @@ import VigilTesting
             outputPath: directory + "/output.log"
         )
         #expect(try await daemon.waitForExit() == 1)
-        #expect(!socket.datagrams.values.contains { $0.lines.contains("READY=1") })
-        #expect(
-            socket.datagrams.values.last?.text
-                == "STATUS=Failed to start: failpoints failpoint start-fail is set (VIGIL_FAILPOINTS)"
-        )
+        let all = try await socket.datagrams.wait("the failure status") {
+            $0.contains { $0.text.hasPrefix("STATUS=Failed to start") }
+        }
+        #expect(!all.contains { $0.lines.contains("READY=1") })
+        #expect(all.last?.text == "STATUS=Failed to start: failpoints failpoint start-fail is set (VIGIL_FAILPOINTS)")
         let output = try String(contentsOfFile: directory + "/output.log")
         #expect(output.contains("<2>Start-up failed in failpoints: failpoint start-fail is set (VIGIL_FAILPOINTS)"))
     }
