@@ -58,7 +58,8 @@ import VigilTesting
         for _ in 0..<10_000 { daemon.send(SIGHUP) }
         daemon.send(SIGTERM)
         #expect(try await daemon.waitForExit() == 0)
-        let kinds = socket.datagrams.values.map { datagram -> String in
+        let all = try await socket.datagrams.wait("STOPPING=1") { $0.contains { $0.lines.contains("STOPPING=1") } }
+        let kinds = all.map { datagram -> String in
             if datagram.lines.contains("RELOADING=1") { return "R" }
             if datagram.lines.contains("READY=1") { return "Y" }
             if datagram.lines.contains("STOPPING=1") { return "S" }
