@@ -20,7 +20,8 @@ import VigilSystemd
 ///
 /// `run()` installs the signal handlers, starts everything, reports `READY=1`, pings the
 /// watchdog when `WatchdogSec=` is set (only after a health probe through the mediator), and
-/// returns the process's exit status: 0 after a clean stop, 1 when start-up failed.
+/// returns the process's exit status: 0 after a clean stop, 1 when start-up failed or a listener
+/// failed to stop cleanly (a final checkpoint that could not be written, say).
 public struct Daemon: Sendable {
     /// `SYSLOG_IDENTIFIER` and the name in messages.
     public let identifier: String
@@ -105,7 +106,8 @@ public struct Daemon: Sendable {
         self.watchdog = Watchdog.fromEnvironment()
     }
 
-    /// Runs the daemon until it is told to stop; returns the exit status (0 clean, 1 failed).
+    /// Runs the daemon until it is told to stop; returns the exit status (0 clean, 1 when start-up
+    /// failed or a listener failed to stop).
     public func run() async -> Int32 {
         let logger = logging.logger
         let group: ListenerGroup

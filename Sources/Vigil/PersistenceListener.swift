@@ -22,7 +22,9 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
     /// The state file.
     public let path: String
     private let interval: @Sendable (Configuration) -> Duration
-    private let state = Mutex<(task: Task<Void, Never>?, store: StateStore?, clean: Bool?)>((nil, nil, nil))
+    private let state = Mutex<(store: StateStore?, clean: Bool?)>((nil, nil))
+    /// Periodic checkpoints: keep their phase across reloads that do not change the interval.
+    private let checkpoints = PeriodicTask()
 
     /// Creates the listener.
     ///
@@ -76,13 +78,19 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
             $0.clean = clean
         }
         let configuration = try context.values.require(CurrentConfiguration<Configuration>.self)
-        schedule(every: interval(configuration), store: store, logger: context.logger)
+        let logger = context.logger
+        checkpoints.schedule(every: interval(configuration)) {
+            do {
+                try store.checkpoint()
+            } catch {
+                logger.error("Periodic checkpoint to \(store.path) failed: \(error)")
+            }
+        }
     }
 
     public func commitReload(_ reload: ReloadTransaction, context: ListenerContext) async throws {
-        guard let store = self.store else { return }
-        let configuration = try reload.proposed.require(CurrentConfiguration<Configuration>.self)
-        schedule(every: interval(configuration), store: store, logger: context.logger)
+        // An unchanged interval keeps the schedule's phase: frequent reloads never starve it.
+        checkpoints.schedule(every: interval(try reload.proposed.require(CurrentConfiguration<Configuration>.self)))
     }
 
     public func userSignal(_ signal: ProcessSignal, context: ListenerContext) async throws {
@@ -92,36 +100,33 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
     }
 
     public func terminate(reason: TerminationReason, context: ListenerContext) async throws {
-        let (task, store) = state.withLock { ($0.task.take(), $0.store) }
-        task?.cancel()
-        await task?.value
+        await checkpoints.stop()
         guard let store else { return }
-        try store.checkpoint(force: true)
+        do {
+            try store.checkpoint(force: true)
+        } catch {
+            // The marker stays: the next start reports this run as unclean, which it was.
+            throw FinalCheckpointError(path: path, cause: error, lost: store.unsavedSummary)
+        }
         try FileSystem.remove(markerPath)
         try FileSystem.syncDirectory(of: markerPath)
     }
+}
 
-    private func schedule(every period: Duration, store: StateStore, logger: Logger) {
-        let task: Task<Void, Never>? =
-            period > .zero
-            ? Task {
-                // Periodic checkpoints run beside the mediator for the listener's lifetime;
-                // cancelled at stop or when a reload changes the interval.
-                while !Task.isCancelled {
-                    do {
-                        try await EventLoopExecutor.sleep(for: period)
-                    } catch {
-                        return
-                    }
-                    do {
-                        try store.checkpoint()
-                    } catch {
-                        logger.error("Periodic checkpoint to \(store.path) failed: \(error)")
-                    }
-                }
-            } : nil
-        state.withLock { $0.task.take() }?.cancel()
-        state.withLock { $0.task = task }
+/// The checkpoint at stop failed: what changed since the last successful checkpoint is lost.
+public struct FinalCheckpointError: Error, CustomStringConvertible, ErrnoRepresentable {
+    /// The state file.
+    public let path: String
+    /// Why the write failed.
+    public let cause: any Error
+    /// What is lost, e.g. "changes to heartbeat since the checkpoint of 12 s ago".
+    public let lost: String
+
+    public var errno: Int32 { (cause as? any ErrnoRepresentable)?.errno ?? EIO }
+
+    public var description: String {
+        "the final checkpoint to \(path) failed (\(cause)); lost: \(lost). "
+            + "The file still holds the previous checkpoint; free space or fix the directory before the next start."
     }
 }
 

@@ -29,6 +29,8 @@ public final class StateStore: Sendable {
         /// Bumped on every change; a checkpoint records the revision it wrote.
         var revision = 0
         var writtenRevision = 0
+        /// The entries as the file holds them (restored, or last checkpointed).
+        var written: [JSONValue.Member] = []
     }
 
     private let storage = Mutex(Storage())
@@ -69,7 +71,10 @@ public final class StateStore: Sendable {
                 }
                 if version > Self.formatVersion { throw NewerFormat(path: path, version: version) }
                 let entries = members.filter { $0.key != "formatVersion" }
-                storage.withLock { $0.entries = entries }
+                storage.withLock {
+                    $0.entries = entries
+                    $0.written = entries
+                }
                 restored.keys = entries.count
             } catch let error as NewerFormat {
                 throw error
@@ -136,9 +141,35 @@ public final class StateStore: Sendable {
                 .object([.init(key: "formatVersion", value: JSONValue(.number("\(Self.formatVersion)")))] + entries)
             )
             try FileSystem.writeAtomically(Array(JSONWriter.write(document).utf8), to: path)
-            storage.withLock { $0.writtenRevision = max($0.writtenRevision, revision) }
+            storage.withLock {
+                if revision > $0.writtenRevision {
+                    $0.writtenRevision = revision
+                    $0.written = entries
+                }
+            }
             return true
         }
+    }
+
+    /// What the file lacks compared with memory, for a message when a checkpoint fails: each
+    /// changed key with its value in memory and on disk, e.g.
+    /// `heartbeat = {"count":858} (on disk: {"count":840})`; "nothing" when the file is current.
+    public var unsavedSummary: String {
+        let (entries, written) = storage.withLock { ($0.entries, $0.written) }
+        func text(_ value: JSONValue?) -> String {
+            guard let value else { return "absent" }
+            let text = JSONWriter.write(value, pretty: false)
+            return text.utf8.count <= 200 ? text : String(text.prefix(200)) + "…"
+        }
+        let changed = entries.compactMap { entry -> String? in
+            let old = written.last { $0.key == entry.key }?.value
+            guard old.map({ JSONWriter.write($0, pretty: false) }) != JSONWriter.write(entry.value, pretty: false)
+            else {
+                return nil
+            }
+            return "\(entry.key) = \(text(entry.value)) (on disk: \(text(old)))"
+        }
+        return changed.isEmpty ? "nothing" : changed.joined(separator: "; ")
     }
 }
 

@@ -165,7 +165,10 @@ public final class ListenerGroup: Service {
     /// A `ServiceGroup`'s graceful shutdown, or cancelling the task, counts as a stop request.
     ///
     /// - Throws: ``ListenerGroupError`` with code ``ListenerGroupError/Code/startFailed`` when
-    ///   a start-up command or a listener failed; the message names it and says why.
+    ///   a start-up command or a listener failed; the message names it and says why. With code
+    ///   ``ListenerGroupError/Code/stopFailed`` after a stop in which a listener's `terminate`
+    ///   threw or overran (its final work, a checkpoint say, was not done): every listener was
+    ///   still asked to stop, and the daemon should exit non-zero.
     public func run() async throws {
         let alreadyStarted = started.withLock { started in
             defer { started = true }
@@ -203,7 +206,15 @@ public final class ListenerGroup: Service {
             while let event = core.nextEvent() {
                 switch event.wrapped {
                 case .terminate(let reason):
-                    await terminate(reason, listeners: running, startedAt: startedAt)
+                    let failures = await terminate(reason, listeners: running, startedAt: startedAt)
+                    guard failures.isEmpty else {
+                        throw ListenerGroupError(
+                            .stopFailed,
+                            "Stopped with errors: "
+                                + failures.map { "'\($0.listener)' \($0.reason)" }.joined(separator: "; "),
+                            listener: failures[0].listener
+                        )
+                    }
                     return
                 case .healthProbe: await answerProbes()
                 case .reload: await reload()
@@ -289,19 +300,21 @@ public final class ListenerGroup: Service {
         )
     }
 
+    @discardableResult
     private func report<Value>(
         _ outcome: HookOutcome<Value>,
         listener: String,
         event: @autoclosure () -> String,
         budget: String
-    ) {
-        guard let reason = Self.reason(outcome, budget: budget) else { return }
+    ) -> String? {
+        guard let reason = Self.reason(outcome, budget: budget) else { return nil }
         let event = event()
         configuration.logger.error(
             "Listener '\(listener)' failed during \(event): \(reason)",
             metadata: ["vigil-listener": "\(listener)", "vigil-event": "\(event)"]
         )
         core.observe(.listenerFailed(listener: listener, event: event, reason: reason))
+        return reason
     }
 
     private func reload() async {
@@ -382,12 +395,13 @@ public final class ListenerGroup: Service {
         _ reason: TerminationReason,
         listeners started: [any Listener],
         startedAt: ContinuousClock.Instant
-    ) async {
+    ) async -> [(listener: String, reason: String)] {
         core.setPhase(.stopping)
         core.send([.stopping, .status("Stopping (\(reason))…")])
         core.observe(.stopping(reason))
         let context = self.context
         var skipped: [String] = []
+        var failures: [(listener: String, reason: String)] = []
         for listener in started.reversed() {
             if core.isUrgent {
                 skipped.append(listener.name)
@@ -400,15 +414,22 @@ public final class ListenerGroup: Service {
             ) {
                 try await listener.terminate(reason: reason, context: context)
             }
-            report(outcome, listener: listener.name, event: "terminate", budget: "terminate")
+            if let failure = report(outcome, listener: listener.name, event: "terminate", budget: "terminate") {
+                failures.append((listener.name, failure))
+            }
         }
         if !skipped.isEmpty {
+            failures += skipped.map { ($0, "was not asked to stop (a second stop request came first)") }
             configuration.logger.warning(
                 "A second stop request arrived: did not wait for \(skipped.joined(separator: ", ")) to stop."
             )
         }
+        if let first = failures.first {
+            core.send([.status("Stopped with errors: \(first.listener) \(first.reason)")])
+        }
         core.observe(.stopped(uptime: .now - startedAt))
         core.finish()
+        return failures
     }
 }
 

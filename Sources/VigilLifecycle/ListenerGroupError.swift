@@ -4,7 +4,7 @@ public struct ListenerGroupError: Error, Hashable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Wrapped: Hashable, Sendable {
             case duplicateListener, missingDependency, dependencyCycle, startFailed, missingValue
-            case alreadyRunning
+            case alreadyRunning, stopFailed
         }
         private let wrapped: Wrapped
         private init(_ wrapped: Wrapped) { self.wrapped = wrapped }
@@ -19,6 +19,9 @@ public struct ListenerGroupError: Error, Hashable, CustomStringConvertible {
         public static let startFailed = Self(.startFailed)
         /// A value a listener needs was not in the store.
         public static let missingValue = Self(.missingValue)
+        /// A listener failed to stop cleanly (its final work was not done, e.g. a checkpoint
+        /// that could not be written); the daemon stopped, but should exit non-zero.
+        public static let stopFailed = Self(.stopFailed)
         /// `run()` was called twice.
         public static let alreadyRunning = Self(.alreadyRunning)
 

@@ -14,6 +14,8 @@ public final class AsyncRecorder<Element: Sendable>: Sendable {
         var values: [Element] = []
         var waiters: [Int: Waiter] = [:]
         var nextWaiter = 0
+        /// Waiters whose deadline passed before they were registered.
+        var expired: Set<Int> = []
     }
 
     private let storage = Mutex(Storage())
@@ -58,19 +60,32 @@ public final class AsyncRecorder<Element: Sendable>: Sendable {
         }
         let timer = Task { [self] in
             try await Task.sleep(for: timeout)
-            let (waiter, seen) = storage.withLock { ($0.waiters.removeValue(forKey: id), $0.values) }
+            let (waiter, seen) = storage.withLock { storage in
+                let waiter = storage.waiters.removeValue(forKey: id)
+                // The deadline can pass before the waiter is registered (a busy machine): mark
+                // it, so that registering fails at once instead of waiting forever.
+                if waiter == nil { storage.expired.insert(id) }
+                return (waiter, storage.values)
+            }
             waiter?.continuation.resume(
                 throwing: TimedOut(description: "Timed out after \(timeout) waiting for \(what); recorded: \(seen)")
             )
         }
         defer { timer.cancel() }
         return try await withCheckedThrowingContinuation { continuation in
-            let values = storage.withLock { storage -> [Element]? in
-                if condition(storage.values) { return storage.values }
+            let outcome = storage.withLock { storage -> Result<[Element], TimedOut>? in
+                if condition(storage.values) { return .success(storage.values) }
+                if storage.expired.remove(id) != nil {
+                    return .failure(
+                        TimedOut(
+                            description: "Timed out after \(timeout) waiting for \(what); recorded: \(storage.values)"
+                        )
+                    )
+                }
                 storage.waiters[id] = Waiter(condition: condition, continuation: continuation)
                 return nil
             }
-            if let values { continuation.resume(returning: values) }
+            if let outcome { continuation.resume(with: outcome.mapError { $0 as any Error }) }
         }
     }
 }

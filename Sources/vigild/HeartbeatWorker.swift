@@ -25,7 +25,9 @@ final class HeartbeatWorker: Listener {
 
     let name = "heartbeat"
     let dependencies = ["configuration", "persistence"]
-    private let state = Mutex<(settings: Settings?, count: Int, task: Task<Void, Never>?)>((nil, 0, nil))
+    private let state = Mutex<(settings: Settings?, count: Int)>((nil, 0))
+    /// The beat's schedule: keeps its phase across reloads that do not change the interval.
+    private let ticker = PeriodicTask()
 
     private let beatObserver = Mutex<@Sendable () -> Void>({})
 
@@ -48,14 +50,14 @@ final class HeartbeatWorker: Listener {
             $0.count = restored
             $0.settings = settings
         }
-        restart(settings, store: store, logger: context.logger)
+        ticker.schedule(every: settings.interval) { [self] in beat(store: store, logger: context.logger) }
     }
 
     func commitReload(_ reload: ReloadTransaction, context: ListenerContext) async throws {
         let settings = Settings(try reload.proposed.require(CurrentConfiguration<VigildConfiguration>.self))
-        guard settings != self.settings else { return }
+        // The next beat logs the new message; only a new interval moves the schedule.
         state.withLock { $0.settings = settings }
-        restart(settings, store: try context.values.require(StateStoreKey.self), logger: context.logger)
+        ticker.schedule(every: settings.interval)
     }
 
     func userSignal(_ signal: ProcessSignal, context: ListenerContext) async throws {
@@ -73,41 +75,20 @@ final class HeartbeatWorker: Listener {
     }
 
     func terminate(reason: TerminationReason, context: ListenerContext) async throws {
-        let task = state.withLock { $0.task.take() }
-        task?.cancel()
-        await task?.value
+        await ticker.stop()
     }
 
-    private func restart(_ settings: Settings, store: StateStore, logger: Logger) {
-        // The worker's loop outlives `start`; it is replaced on an applied reload and cancelled
-        // at stop.
-        let task: Task<Void, Never>? =
-            settings.interval <= .zero
-            ? nil
-            : Task { [self] in
-                while !Task.isCancelled {
-                    do {
-                        try await EventLoopExecutor.sleep(for: settings.interval)
-                    } catch {
-                        return
-                    }
-                    let count = state.withLock { state -> Int in
-                        state.count += 1
-                        return state.count
-                    }
-                    do {
-                        try store.set(State(count: count), forKey: name)
-                    } catch {
-                        logger.error("Could not record heartbeat \(count) in the state store: \(error)")
-                    }
-                    logger.info("\(settings.message)", metadata: ["VIGIL_HEARTBEAT": "\(count)"])
-                    beatObserver.withLock { $0 }()
-                }
-            }
-        let previous = state.withLock { state -> Task<Void, Never>? in
-            defer { state.task = task }
-            return state.task
+    private func beat(store: StateStore, logger: Logger) {
+        let (count, message) = state.withLock { state -> (Int, String) in
+            state.count += 1
+            return (state.count, state.settings?.message ?? "")
         }
-        previous?.cancel()
+        do {
+            try store.set(State(count: count), forKey: name)
+        } catch {
+            logger.error("Could not record heartbeat \(count) in the state store: \(error)")
+        }
+        logger.info("\(message)", metadata: ["VIGIL_HEARTBEAT": "\(count)"])
+        beatObserver.withLock { $0 }()
     }
 }

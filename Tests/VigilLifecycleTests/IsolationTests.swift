@@ -25,11 +25,18 @@ private func failures(_ records: [LifecycleRecord]) -> [String] {
             ),
             RecordingListener("last", log: log),
         ]
-        let observer = try await withRunningDaemon(listeners: listeners) { daemon in
-            daemon.group.requestUserSignal(.sigusr1)
-            try await daemon.observer.records.wait { $0.contains(.userSignal(.sigusr1)) }
-            return daemon.observer
+        let observers = AsyncRecorder<RecordingObserver>()
+        // A listener that failed to stop makes the stop fail: the daemon exits non-zero.
+        let error = await #expect(throws: ListenerGroupError.self) {
+            try await withRunningDaemon(listeners: listeners) { daemon in
+                observers.append(daemon.observer)
+                daemon.group.requestUserSignal(.sigusr1)
+                try await daemon.observer.records.wait { $0.contains(.userSignal(.sigusr1)) }
+            }
         }
+        #expect(error?.code == .stopFailed)
+        #expect(error?.message == "Stopped with errors: 'broken' cannot flush")
+        let observer = try #require(observers.values.first)
         #expect(log.values.contains("last.userSignal.done"))
         #expect(log.values.contains("first.terminate.done"))
         #expect(
@@ -51,11 +58,17 @@ private func failures(_ records: [LifecycleRecord]) -> [String] {
             ),
             RecordingListener("last", log: log),
         ]
-        let observer = try await withRunningDaemon(listeners: listeners) { daemon in
-            daemon.group.requestUserSignal(.sigusr2)
-            try await daemon.observer.records.wait { $0.contains(.userSignal(.sigusr2)) }
-            return daemon.observer
+        let observers = AsyncRecorder<RecordingObserver>()
+        let error = await #expect(throws: ListenerGroupError.self) {
+            try await withRunningDaemon(listeners: listeners) { daemon in
+                observers.append(daemon.observer)
+                daemon.group.requestUserSignal(.sigusr2)
+                try await daemon.observer.records.wait { $0.contains(.userSignal(.sigusr2)) }
+            }
         }
+        #expect(error?.code == .stopFailed)
+        #expect(error?.listener == "wedged")
+        let observer = try #require(observers.values.first)
         #expect(log.values.contains("last.userSignal.done"))
         #expect(log.values.contains("first.terminate.done"))
         #expect(
@@ -165,7 +178,11 @@ private func failures(_ records: [LifecycleRecord]) -> [String] {
         try await log.wait { $0.contains("stuck.terminate") }
         let asked = ContinuousClock.now
         group.requestTermination(.signal(.sigint))
-        try await running.value
+        let error = await #expect(throws: ListenerGroupError.self) { try await running.value }
+        #expect(
+            error?.message
+                == "Stopped with errors: 'stuck' was cut short by a second stop request; 'first' was not asked to stop (a second stop request came first)"
+        )
         #expect(ContinuousClock.now - asked < .seconds(5))
         #expect(!log.values.contains("first.terminate"), "the remaining listener's budget is skipped")
         gate.open()

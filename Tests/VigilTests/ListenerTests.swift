@@ -139,4 +139,56 @@ struct PortListener: Listener {
             #expect(readFile(path)?.contains("\"count\": 7") == true)
         }
     }
+
+    /// Issue 10 #13: reloads more frequent than the checkpoint interval starved checkpoints
+    /// (each applied reload re-armed the timer, even when nothing changed).
+    @Test func frequentReloadsDoNotStarvePeriodicCheckpoints() async throws {
+        let path = temporaryDirectory() + "/state.json"
+        let listener = PersistenceListener<SampleConfiguration>(path: path) { _ in .milliseconds(200) }
+        try await withRunningDaemon(
+            listeners: [ConfigurationListener<SampleConfiguration>(source: .embeddedDefault), listener]
+        ) { daemon in
+            let store = try #require(listener.store)
+            try store.set(Counter(count: 7), forKey: "worker")
+            // Unchanged reloads every 80 ms; the 200 ms checkpoint must still happen.
+            var generation = 1
+            while store.hasUnsavedChanges {
+                #expect(generation < 100, "no checkpoint after \(generation - 1) reloads 80 ms apart")
+                if generation >= 100 { break }
+                daemon.group.requestReload()
+                generation += 1
+                let expected = generation
+                try await daemon.observer.records.wait {
+                    $0.contains { if case .reloadApplied(expected, _) = $0 { true } else { false } }
+                }
+                try await Task.sleep(for: .milliseconds(80))
+            }
+            #expect(readFile(path)?.contains("\"count\": 7") == true)
+        }
+    }
+
+    /// Issue 10 #10: a final checkpoint that fails (disk full) must fail the stop and say what
+    /// was lost, not end with exit status 0.
+    @Test func aFailedFinalCheckpointFailsTheStopAndSaysWhatWasLost() async throws {
+        let directory = temporaryDirectory() + "/state"
+        let path = directory + "/state.json"
+        let listener = persistence(path)
+        let error = await #expect(throws: ListenerGroupError.self) {
+            try await withRunningDaemon(
+                listeners: [ConfigurationListener<SampleConfiguration>(source: .embeddedDefault), listener]
+            ) { daemon in
+                let store = try #require(listener.store)
+                try store.set(Counter(count: 1), forKey: "worker")
+                try store.checkpoint()
+                try store.set(Counter(count: 2), forKey: "worker")
+                // Make every write fail: the directory becomes a file (ENOTDIR), as root too.
+                #expect(rename(directory, directory + ".gone") == 0)
+                writeFile(directory, "not a directory")
+            }
+        }
+        #expect(error?.code == .stopFailed)
+        let message = error?.message ?? ""
+        #expect(message.contains("'persistence' the final checkpoint to \(path) failed"), "\(message)")
+        #expect(message.contains("lost: worker = {\"count\":2} (on disk: {\"count\":1})"), "\(message)")
+    }
 }

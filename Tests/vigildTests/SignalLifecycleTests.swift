@@ -56,6 +56,9 @@ import VigilTesting
         let socket = try FakeNotifySocket()
         let (daemon, _) = try await VigildBinary.start(socket: socket)
         for _ in 0..<10_000 { daemon.send(SIGHUP) }
+        // Hang-ups coalesce, and a stop that is pending together with them wins: await one
+        // reload before stopping, so that the test does not depend on that race.
+        try await socket.datagrams.wait("RELOADING=1") { $0.contains { $0.lines.contains("RELOADING=1") } }
         daemon.send(SIGTERM)
         #expect(try await daemon.waitForExit() == 0)
         let all = try await socket.datagrams.wait("STOPPING=1") { $0.contains { $0.lines.contains("STOPPING=1") } }

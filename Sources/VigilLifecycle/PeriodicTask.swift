@@ -1,0 +1,129 @@
+import Synchronization
+
+/// Runs an action on a fixed schedule — every `interval`, counted from when it was started —
+/// until it is stopped: a heartbeat, a periodic checkpoint, a cache refresh.
+///
+/// ```swift
+/// let checkpoints = PeriodicTask()
+/// checkpoints.schedule(every: .seconds(30)) { try? store.checkpoint() }
+/// // on an applied reload:
+/// checkpoints.schedule(every: newInterval)   // same interval: nothing changes
+/// // at stop:
+/// await checkpoints.stop()
+/// ```
+///
+/// What it guarantees:
+/// - **A timer keeps its phase.** Scheduling again with the interval already in force changes
+///   nothing, so reloads that do not touch the interval never delay a tick (a daemon reloaded
+///   every 0.5 s still checkpoints every 1 s). A new interval counts from the last tick (or from
+///   the start when there was none); when that moment has passed, the next tick is now.
+/// - **No drift, no bursts.** Ticks follow `start + n × interval`, whatever the action's own
+///   duration; ticks missed while the action ran long (or the process was stopped) are skipped,
+///   not replayed.
+/// - **Zero means off**: no task and no timer, so an idle daemon has no wake-ups.
+///
+/// The action runs in a task of its own (under ``EventLoopExecutor``, on the loop's thread);
+/// sleeps use ``EventLoopExecutor/sleep(for:)``.
+public final class PeriodicTask: Sendable {
+    private struct State {
+        var interval: Duration = .zero
+        var action: (@Sendable () async -> Void)?
+        /// When the schedule started, or the last tick.
+        var anchor: ContinuousClock.Instant?
+        var task: Task<Void, Never>?
+        /// Bumped by every (re)start so that a replaced loop never records a tick.
+        var epoch = 0
+    }
+
+    private let state = Mutex(State())
+
+    /// Creates a stopped task.
+    public init() {}
+
+    /// The interval in force; zero when stopped.
+    public var interval: Duration { state.withLock { $0.interval } }
+
+    /// Starts ticking every `interval` with `action`, or changes the interval of a running
+    /// schedule while keeping its action (pass `action` as `nil`).
+    ///
+    /// - Parameters:
+    ///   - interval: the period; zero or less stops the schedule.
+    ///   - action: what each tick does; `nil` keeps the action already set.
+    public func schedule(every interval: Duration, _ action: (@Sendable () async -> Void)? = nil) {
+        // Longer than any real period (a century), short enough that instants never overflow.
+        let interval = min(interval, .seconds(3_155_760_000))
+        let previous: Task<Void, Never>? = state.withLock { state in
+            if let action { state.action = action }
+            if interval == state.interval, state.task != nil || interval <= .zero {
+                return nil  // same interval: keep the phase
+            }
+            let previous = state.task.take()
+            state.interval = max(interval, .zero)
+            state.epoch += 1
+            guard interval > .zero, let action = state.action else {
+                state.anchor = nil
+                return previous
+            }
+            let now = ContinuousClock.now
+            let anchor = state.anchor ?? now
+            state.anchor = anchor
+            state.task = Self.loop(
+                self,
+                epoch: state.epoch,
+                interval: interval,
+                first: anchor + interval,
+                action: action
+            )
+            return previous
+        }
+        previous?.cancel()
+    }
+
+    /// Stops ticking and waits until a tick that is running has finished.
+    public func stop() async {
+        let task = state.withLock { state -> Task<Void, Never>? in
+            state.interval = .zero
+            state.anchor = nil
+            state.epoch += 1
+            return state.task.take()
+        }
+        task?.cancel()
+        await task?.value
+    }
+
+    private static func loop(
+        _ owner: PeriodicTask,
+        epoch: Int,
+        interval: Duration,
+        first: ContinuousClock.Instant,
+        action: @escaping @Sendable () async -> Void
+    ) -> Task<Void, Never> {
+        // The schedule outlives the call that set it: it runs until stopped or replaced.
+        Task {
+            var next = first
+            while !Task.isCancelled {
+                let wait = next - .now
+                if wait > .zero {
+                    do {
+                        try await EventLoopExecutor.sleep(for: wait)
+                    } catch {
+                        return
+                    }
+                }
+                let current = owner.state.withLock { state -> Bool in
+                    guard state.epoch == epoch else { return false }
+                    state.anchor = next
+                    return true
+                }
+                guard current else { return }
+                await action()
+                next = next + interval
+                let now = ContinuousClock.now
+                if next <= now {
+                    // Fell behind (a long action, a stopped process): skip, do not replay.
+                    next = now + interval
+                }
+            }
+        }
+    }
+}
