@@ -9,7 +9,7 @@ set -euo pipefail
 project=$(cd "$(dirname "$0")/.." && pwd)
 output=${1:-$project}
 cd "$project"
-sh packaging/build-deps.sh
+sh packaging/build-deps.sh --package
 version=$(sed -n 's/.*static let version = "\(.*\)"/\1/p' Sources/vigild/Vigild.swift)
 arch=$(dpkg --print-architecture)
 scratch=$project/.build-release
@@ -25,13 +25,41 @@ install -D -m 0644 packaging/vigild.json "$package/etc/vigild/vigild.json"
 install -D -m 0644 README.md "$package/usr/share/doc/vigild/README.md"
 install -D -m 0644 systemd/README.md "$package/usr/share/doc/vigild/systemd.md"
 install -D -m 0644 systemd/notify-reload.conf "$package/usr/share/doc/vigild/notify-reload.conf"
+# The maintainer: Debian's DEBFULLNAME/DEBEMAIL when set (dch uses them too), else the project's.
+maintainer="${DEBFULLNAME:-Vigil Maintainers} <${DEBEMAIL:-maintainers@vigil.example.org}>"
 cat > "$package/usr/share/doc/vigild/copyright" <<TEXT
 Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
 Upstream-Name: vigil
+Upstream-Contact: $maintainer
+
 Files: *
-Copyright: the Vigil authors
+Copyright: 2026 The Vigil Authors
 License: Apache-2.0
+ Licensed under the Apache License, Version 2.0 (the "License"); you may not
+ use this file except in compliance with the License. You may obtain a copy of
+ the License at http://www.apache.org/licenses/LICENSE-2.0
+ .
+ Unless required by applicable law or agreed to in writing, software
+ distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+ WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+ License for the specific language governing permissions and limitations under
+ the License.
+ .
+ On Debian systems, the full text of the Apache License, Version 2.0 can be
+ found in the file /usr/share/common-licenses/Apache-2.0.
 TEXT
+# A native package's changelog, with the maintainer of this build in its trailer line.
+sed "s/^ -- .*  \(.*\)$/ -- $maintainer  \1/" packaging/changelog | gzip -9n > "$stage/changelog.gz"
+install -D -m 0644 "$stage/changelog.gz" "$package/usr/share/doc/vigild/changelog.gz"
+# Manual pages, the journal catalog (Debian's systemd package rebuilds the catalog database by a
+# dpkg trigger on /usr/lib/systemd/catalog), bash completion.
+for page in man/vigild.8 man/vigild.json.5; do
+  section=${page##*.}
+  gzip -9n < "$page" > "$stage/$(basename "$page").gz"
+  install -D -m 0644 "$stage/$(basename "$page").gz" "$package/usr/share/man/man$section/$(basename "$page").gz"
+done
+install -D -m 0644 systemd/vigil.catalog "$package/usr/lib/systemd/catalog/vigild.catalog"
+install -D -m 0644 packaging/vigild.bash-completion "$package/usr/share/bash-completion/completions/vigild"
 
 # The shared libraries the binary links, as package dependencies with the minimum versions
 # their symbols need (dpkg-shlibdeps wants a debian/control to run from).
@@ -45,7 +73,7 @@ cat > "$package/DEBIAN/control" <<TEXT
 Package: vigild
 Version: $version
 Architecture: $arch
-Maintainer: Vigil developers <vigil@localhost>
+Maintainer: $maintainer
 Depends: $depends
 Section: admin
 Priority: optional
@@ -101,5 +129,8 @@ if [ "$1" = "purge" ]; then
 fi
 TEXT
 chmod 0755 "$package/DEBIAN/postinst" "$package/DEBIAN/prerm" "$package/DEBIAN/postrm"
-dpkg-deb --root-owner-group --build "$package" "$output/vigild_${version}_${arch}.deb" >/dev/null
-echo "$output/vigild_${version}_${arch}.deb"
+deb=$output/vigild_${version}_${arch}.deb
+dpkg-deb --root-owner-group --build "$package" "$deb" >/dev/null
+# Debian's policy checker: no error and no warning may remain (informational tags are listed).
+lintian --fail-on error,warning --info "$deb" >&2
+echo "$deb"

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Logging
 import ServiceLifecycle
 import VigilLifecycle
@@ -46,6 +47,9 @@ public struct Daemon: Sendable {
     public var notifier: any ServiceManagerNotifier
     /// The watchdog, from `WATCHDOG_USEC`/`WATCHDOG_PID` unless set.
     public var watchdog: Watchdog?
+    /// Where the lifecycle metrics go (``LifecycleMetrics`` lists them): swift-metrics' bootstrapped
+    /// factory, as it is when the daemon is created, unless set.
+    public var metrics: any MetricsFactory
     /// The logging set-up from ``bootstrapLogging(identifier:destination:level:)``.
     public let logging: Logging
 
@@ -104,6 +108,7 @@ public struct Daemon: Sendable {
         self.observers = []
         self.notifier = SystemdNotifier()
         self.watchdog = Watchdog.fromEnvironment()
+        self.metrics = MetricsSystem.factory
     }
 
     /// Runs the daemon until it is told to stop; returns the exit status (0 clean, 1 when start-up
@@ -121,7 +126,8 @@ public struct Daemon: Sendable {
                     signals: signals,
                     budgets: budgets,
                     observers: [LifecycleLogger(logger: logger, version: version)] + observers,
-                    values: values
+                    values: values,
+                    metrics: metrics
                 )
             )
         } catch {
@@ -129,6 +135,8 @@ public struct Daemon: Sendable {
             try? notifier.notify([.status("Cannot start: \(error)")])
             return 1
         }
+        // Counted in LifecycleMetrics' table (vigil_watchdog_pings_withheld_total).
+        let withheld = Counter(label: "vigil_watchdog_pings_withheld_total", factory: metrics)
         do {
             try await withThrowingTaskGroup(of: Void.self) { tasks in
                 if let watchdog {
@@ -143,6 +151,7 @@ public struct Daemon: Sendable {
                                 }
                             },
                             missed: {
+                                withheld.increment()
                                 logger.error(
                                     "Health probe failed: withholding the watchdog ping; systemd will restart the daemon if this persists",
                                     metadata: ["MESSAGE_ID": .string(LifecycleMessageID.watchdogFault.rawValue)]
@@ -169,6 +178,15 @@ public struct Daemon: Sendable {
                 tasks.cancelAll()
             }
             return 0
+        } catch let error as ListenerGroupError where error.code == .stopFailed {
+            logger.critical(
+                "\(error)",
+                metadata: [
+                    "MESSAGE_ID": .string(LifecycleMessageID.stopFailed.rawValue), "VIGIL_EVENT": "stop-failed",
+                    "VIGIL_LISTENER": .string(error.listener ?? ""),
+                ]
+            )
+            return 1
         } catch {
             logger.critical("\(error)")
             return 1

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Logging
 import ServiceLifecycle
 import Synchronization
@@ -49,6 +50,9 @@ public final class ListenerGroup: Service {
         public var values: ValueStore
         /// After this long, a start or stop step tells the service manager it needs more time.
         public var extendTimeoutAfter: Duration
+        /// Where ``LifecycleMetrics`` go: swift-metrics' bootstrapped factory unless given (so
+        /// bootstrap a backend before building the configuration).
+        public var metrics: any MetricsFactory
 
         /// Creates a configuration with systemd's default signal map and default budgets.
         public init(
@@ -58,7 +62,8 @@ public final class ListenerGroup: Service {
             budgets: ListenerBudgets = ListenerBudgets(),
             observers: [any LifecycleObserver] = [],
             values: ValueStore = ValueStore(),
-            extendTimeoutAfter: Duration = .seconds(1)
+            extendTimeoutAfter: Duration = .seconds(1),
+            metrics: any MetricsFactory = MetricsSystem.factory
         ) {
             self.logger = logger
             self.notifier = notifier
@@ -67,6 +72,7 @@ public final class ListenerGroup: Service {
             self.observers = observers
             self.values = values
             self.extendTimeoutAfter = extendTimeoutAfter
+            self.metrics = metrics
         }
     }
 
@@ -79,6 +85,7 @@ public final class ListenerGroup: Service {
     private let commands: [any StartupCommand]
     private let configuration: Configuration
     private let core: MediatorCore
+    private let metrics: LifecycleMetrics
     private let started = Mutex(false)
 
     /// Builds a group, checking that every dependency exists and that there is no cycle.
@@ -104,6 +111,11 @@ public final class ListenerGroup: Service {
             logger: configuration.logger
         )
         self.context = ListenerContext(values: configuration.values, logger: configuration.logger, core: core)
+        self.metrics = LifecycleMetrics(
+            factory: configuration.metrics,
+            listeners: self.listeners.map(\.name),
+            commands: startupCommands.map(\.name)
+        )
     }
 
     /// This group as a `ServiceGroup` entry whose end (after a stop signal) shuts the rest of
@@ -229,6 +241,28 @@ public final class ListenerGroup: Service {
         }
     }
 
+    /// Runs one hook within its budget, timed and counted (``LifecycleMetrics``).
+    private func runHook<Value: Sendable>(
+        _ listener: String,
+        _ hook: LifecycleMetrics.Hook,
+        budget: Duration,
+        extendAfter: Duration? = nil,
+        interruptible: Bool = false,
+        _ body: @escaping @Sendable () async throws -> Value
+    ) async -> HookOutcome<Value> {
+        let timer = metrics.timer(listener, hook)
+        let began = timer == nil ? nil : ContinuousClock.now
+        let outcome = await core.runHook(budget: budget, extendAfter: extendAfter, interruptible: interruptible, body)
+        if let timer, let began { timer.recordNanoseconds(Int64(clamping: (.now - began).nanoseconds)) }
+        switch outcome {
+        case .returned: break
+        case .threw: metrics.hookFailed(listener, hook, kind: "threw")
+        case .overran: metrics.hookFailed(listener, hook, kind: "overran")
+        case .interrupted: metrics.hookFailed(listener, hook, kind: "interrupted")
+        }
+        return outcome
+    }
+
     private func budgets(_ listener: any Listener) -> ListenerBudgets {
         listener.budgets ?? configuration.budgets
     }
@@ -247,7 +281,8 @@ public final class ListenerGroup: Service {
         let context = self.context
         let extend = configuration.extendTimeoutAfter
         for command in commands where !core.terminationRequested {
-            let outcome = await core.runHook(budget: configuration.budgets.start, extendAfter: extend) {
+            let outcome = await runHook(command.name, .start, budget: configuration.budgets.start, extendAfter: extend)
+            {
                 try await command.run(context: context)
             }
             if let reason = Self.reason(outcome, budget: "start") {
@@ -256,7 +291,7 @@ public final class ListenerGroup: Service {
         }
         var started: [any Listener] = []
         for listener in listeners where !core.terminationRequested {
-            let outcome = await core.runHook(budget: budgets(listener).start, extendAfter: extend) {
+            let outcome = await runHook(listener.name, .start, budget: budgets(listener).start, extendAfter: extend) {
                 try await listener.start(context: context)
             }
             if let reason = Self.reason(outcome, budget: "start") {
@@ -267,6 +302,7 @@ public final class ListenerGroup: Service {
         guard !core.terminationRequested else { return started }
         core.setPhase(.running)
         core.send([.status("Running (generation \(core.generation))"), .ready])
+        metrics.started(generation: core.generation)
         core.observe(.started(generation: core.generation, timeToReady: .now - startedAt))
         return started
     }
@@ -281,7 +317,12 @@ public final class ListenerGroup: Service {
         let context = self.context
         let why = TerminationReason.requested("start-up failed in \(step)")
         for listener in started.reversed() {
-            let outcome = await core.runHook(budget: budgets(listener).terminate, interruptible: true) {
+            let outcome = await runHook(
+                listener.name,
+                .terminate,
+                budget: budgets(listener).terminate,
+                interruptible: true
+            ) {
                 try await listener.terminate(reason: why, context: context)
             }
             report(outcome, listener: listener.name, event: "terminate", budget: "terminate")
@@ -291,6 +332,7 @@ public final class ListenerGroup: Service {
             messages.append(.errno(code))
         }
         core.send(messages)
+        metrics.startFailed(step)
         core.observe(.startFailed(listener: step, reason: reason))
         core.finish()
         throw ListenerGroupError(
@@ -325,7 +367,7 @@ public final class ListenerGroup: Service {
         let context = self.context
         var prepared: [any Listener] = []
         for listener in listeners {
-            let outcome = await core.runHook(budget: budgets(listener).reload) {
+            let outcome = await runHook(listener.name, .prepareReload, budget: budgets(listener).reload) {
                 try await listener.prepareReload(transaction, context: context)
             }
             prepared.append(listener)
@@ -342,30 +384,32 @@ public final class ListenerGroup: Service {
         }
         if let rejection = transaction.rejection {
             for listener in prepared.reversed() {
-                let outcome = await core.runHook(budget: budgets(listener).reload) {
+                let outcome = await runHook(listener.name, .abortReload, budget: budgets(listener).reload) {
                     await listener.abortReload(transaction, context: context)
                 }
                 report(outcome, listener: listener.name, event: "reload abort", budget: "reload")
             }
             core.send([.status("Running (generation \(current)); reload rejected: \(rejection)"), .ready])
+            metrics.reloaded(applied: false, generation: current)
             core.observe(.reloadRejected(rejection, generation: current, duration: .now - began))
             return
         }
         for listener in listeners {
-            let outcome = await core.runHook(budget: budgets(listener).reload) {
+            let outcome = await runHook(listener.name, .commitReload, budget: budgets(listener).reload) {
                 try await listener.commitReload(transaction, context: context)
             }
             report(outcome, listener: listener.name, event: "reload commit", budget: "reload")
         }
         core.commitGeneration(transaction.generation)
         core.send([.status("Running (generation \(transaction.generation)); reload applied"), .ready])
+        metrics.reloaded(applied: true, generation: transaction.generation)
         core.observe(.reloadApplied(generation: transaction.generation, duration: .now - began))
     }
 
     private func deliver(_ signal: ProcessSignal) async {
         let context = self.context
         for listener in listeners {
-            let outcome = await core.runHook(budget: budgets(listener).userSignal) {
+            let outcome = await runHook(listener.name, .userSignal, budget: budgets(listener).userSignal) {
                 try await listener.userSignal(signal, context: context)
             }
             report(outcome, listener: listener.name, event: "user signal \(signal)", budget: "user-signal")
@@ -377,7 +421,7 @@ public final class ListenerGroup: Service {
         let context = self.context
         var healthy = true
         for listener in listeners {
-            let outcome = await core.runHook(budget: budgets(listener).health) {
+            let outcome = await runHook(listener.name, .health, budget: budgets(listener).health) {
                 try await listener.checkHealth(context: context)
             }
             if let reason = Self.reason(outcome, budget: "health") {
@@ -407,7 +451,9 @@ public final class ListenerGroup: Service {
                 skipped.append(listener.name)
                 continue
             }
-            let outcome = await core.runHook(
+            let outcome = await runHook(
+                listener.name,
+                .terminate,
                 budget: budgets(listener).terminate,
                 extendAfter: configuration.extendTimeoutAfter,
                 interruptible: true

@@ -20,6 +20,9 @@ public struct LifecycleMessageID: Hashable, Sendable, CustomStringConvertible {
     public static let stopping = Self("9a931e64755042cca47bf9a3940245ed")
     /// Shutdown finished.
     public static let stopped = Self("a68d07ff51674e3ab701b9d04ab67e69")
+    /// Shutdown finished, but a listener failed to stop cleanly (a final checkpoint that could
+    /// not be written, say); the daemon exits non-zero.
+    public static let stopFailed = Self("62a1c17ff67341619cf37d4b53b826e3")
     /// The previous run did not shut down cleanly (crash, kill -9, power loss).
     public static let uncleanShutdown = Self("3e4167fd5a4f4684b69749aba65dd187")
     /// A listener declared a fatal fault, or the watchdog withheld a ping.
@@ -29,7 +32,8 @@ public struct LifecycleMessageID: Hashable, Sendable, CustomStringConvertible {
     public static let all: [(name: String, id: LifecycleMessageID)] = [
         ("started", .started), ("start-failed", .startFailed), ("reload-applied", .reloadApplied),
         ("reload-rejected", .reloadRejected), ("user-signal", .userSignal), ("stopping", .stopping),
-        ("stopped", .stopped), ("unclean-shutdown", .uncleanShutdown), ("watchdog-fault", .watchdogFault),
+        ("stopped", .stopped), ("stop-failed", .stopFailed), ("unclean-shutdown", .uncleanShutdown),
+        ("watchdog-fault", .watchdogFault),
     ]
 
     public var description: String { rawValue }

@@ -32,6 +32,22 @@ check "systemctl reload applies a change" bash -c "
   sed -i 's/\"alive\"/\"packaged\"/' $root/etc/vigild/vigild.json &&
   nsenter -t $pid -a systemctl reload vigild &&
   nsenter -t $pid -a vigild status --json | grep -q '\"message\": \"packaged\"'"
+check "man vigild and man vigild.json show the installed pages" bash -c "
+  nsenter -t $pid -a env MANPAGER=cat COLUMNS=100 man vigild | grep -q 'vigild reload' &&
+  nsenter -t $pid -a env MANPAGER=cat COLUMNS=100 man vigild.json | grep -q 'heartbeat.interval'"
+check "bash completion is installed where Debian keeps it" bash -c "
+  nsenter -t $pid -a bash -c '. /usr/share/bash-completion/completions/vigild && COMP_WORDS=(vigild rel) COMP_CWORD=1 && _vigild && [ \"\${COMPREPLY[*]}\" = reload ]'"
+check "the journal catalog is installed and compiled (journalctl --list-catalog)" bash -c "
+  nsenter -t $pid -a journalctl --list-catalog 9475ebda59634e2fb407cda3695425bc | grep -q 'rejected a configuration reload'"
+cp "$root/etc/vigild/vigild.json" "$work/good.json"
+printf '{ \"heartbeat\": { \"interval\": -1 } }\n' > "$root/etc/vigild/vigild.json"
+check "a rejected reload: systemctl reload fails and journalctl -x explains it" bash -c "
+  ! nsenter -t $pid -a systemctl reload vigild &&
+  nsenter -t $pid -a journalctl -x -u vigild --no-pager -n 20 MESSAGE_ID=9475ebda59634e2fb407cda3695425bc > $work/explained &&
+  cat $work/explained && grep -q 'Subject: vigild rejected a configuration reload' $work/explained &&
+  grep -q 'Nothing changed: the daemon keeps running on configuration generation 2' $work/explained &&
+  grep -q 'vigild check-config' $work/explained"
+cp "$work/good.json" "$root/etc/vigild/vigild.json"
 check "journalctl shows the daemon's entries" bash -c "nsenter -t $pid -a journalctl -u vigild --no-pager -o verbose | grep -q 'MESSAGE_ID=61ece635e54942e1b9c1dd26c92678c0'"
 check "apt remove stops the service" bash -c "
   nsenter -t $pid -a env DEBIAN_FRONTEND=noninteractive apt-get remove -y vigild >/dev/null &&
