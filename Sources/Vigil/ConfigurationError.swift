@@ -22,12 +22,63 @@ public struct ConfigurationError: Error, Hashable, Sendable, CustomStringConvert
         self.reason = reason
     }
 
+    /// The error on one line: control characters in any part (a path from the command line, a
+    /// key or a value from the file) are escaped, so the text can go to a terminal, the journal
+    /// or `STATUS=` without forging lines.
     public var description: String {
         var text = file
         if line > 0 { text += ":\(line):\(column)" }
         text += ": "
         if !keyPath.isEmpty { text += keyPath + ": " }
-        return text + reason
+        return DisplayText.escapingControlCharacters(text + reason)
+    }
+}
+
+/// Text from a file, the environment or the command line, made safe to echo in a message.
+public enum DisplayText {
+    /// `value` in double quotes for an error message: control characters escaped (`\n`,
+    /// `\u{1b}`), quotes and backslashes escaped, and a value longer than `limit` characters cut
+    /// to its first `limit` followed by `… (5000 bytes)`, so a huge value gives a short error.
+    public static func quoted(_ value: String, limit: Int = 64) -> String {
+        var text = ""
+        var characters = 0
+        for scalar in value.unicodeScalars {
+            if characters == limit {
+                return "\"" + text + "\"… (\(value.utf8.count) bytes)"
+            }
+            characters += 1
+            switch scalar {
+            case "\"": text += "\\\""
+            case "\\": text += "\\\\"
+            default: text += escaped(scalar)
+            }
+        }
+        return "\"" + text + "\""
+    }
+
+    /// `text` with each control character written as an escape (`\n`, `\t`, `\u{1b}`), and
+    /// nothing else changed.
+    public static func escapingControlCharacters(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: isControl) else { return text }
+        var result = ""
+        for scalar in text.unicodeScalars { result += escaped(scalar) }
+        return result
+    }
+
+    /// Control characters: C0, DEL, C1, and the line and paragraph separators.
+    public static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar.value == 0x2028
+            || scalar.value == 0x2029
+    }
+
+    private static func escaped(_ scalar: Unicode.Scalar) -> String {
+        guard isControl(scalar) else { return String(scalar) }
+        switch scalar {
+        case "\n": return "\\n"
+        case "\r": return "\\r"
+        case "\t": return "\\t"
+        default: return "\\u{" + String(scalar.value, radix: 16) + "}"
+        }
     }
 }
 

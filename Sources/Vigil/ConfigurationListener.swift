@@ -1,4 +1,5 @@
 import Logging
+import Synchronization
 
 /// The key under which the configuration in force is shared: `context.values[CurrentConfiguration<MyConfig>.self]`
 /// (and, during a reload, the proposed one in `reload.proposed`).
@@ -8,7 +9,9 @@ public enum CurrentConfiguration<Configuration: ValidatedConfiguration>: ValueKe
 
 /// Where a daemon's configuration comes from.
 public enum ConfigurationSource: Sendable, Hashable, CustomStringConvertible {
-    /// A file; when `required` is false and the file does not exist, the embedded default is used.
+    /// A file. When `required` is false and nothing exists at the path (not even a dangling
+    /// symbolic link) in a directory that exists and can be searched, the embedded default is
+    /// used; any other failure to read the file is an error.
     case file(String, required: Bool)
     /// No file: the type's ``ValidatedConfiguration/defaultConfiguration``.
     case embeddedDefault
@@ -25,6 +28,12 @@ public enum ConfigurationSource: Sendable, Hashable, CustomStringConvertible {
 /// the new one on every reload (two-phase: it rejects a file that does not load, and only a
 /// commit makes the proposal current).
 ///
+/// Only "no file at the optional path" means the embedded default. A configured file that
+/// cannot be read (a dangling symbolic link, a link loop, a directory the daemon may not
+/// search, a FIFO) fails the start or rejects the reload with the path and the reason. A file
+/// that was in force and has been deleted rejects the reload too: the running configuration
+/// stays in force until the admin writes `{}` (every default) or a new file.
+///
 /// Other listeners declare a dependency on ``name`` and read
 /// `context.values[CurrentConfiguration<Configuration>.self]`, or `reload.proposed[…]` while
 /// preparing.
@@ -34,6 +43,9 @@ public final class ConfigurationListener<Configuration: ValidatedConfiguration>:
     /// Where the configuration comes from.
     public let source: ConfigurationSource
     private let loader = ConfigurationLoader<Configuration>()
+    /// Whether the configuration in force, and the one proposed by a pending reload, came from
+    /// the file (rather than the embedded default).
+    private let fromFile = Mutex<(inForce: Bool, proposed: Bool)>((false, false))
 
     /// Creates the listener for `source`.
     public init(source: ConfigurationSource) {
@@ -42,27 +54,44 @@ public final class ConfigurationListener<Configuration: ValidatedConfiguration>:
 
     /// Loads the configuration from the source, as start and reload do.
     public func load() throws(ConfigurationError) -> Configuration {
+        try loadNoting().configuration
+    }
+
+    private func loadNoting() throws(ConfigurationError) -> (configuration: Configuration, fromFile: Bool) {
         switch source {
         case .embeddedDefault:
-            return Configuration.defaultConfiguration
+            return (Configuration.defaultConfiguration, false)
         case .file(let path, let required):
-            if !required && !FileSystem.exists(path) { return Configuration.defaultConfiguration }
-            return try loader.load(path: path)
+            if !required && FileSystem.isAbsent(path) { return (Configuration.defaultConfiguration, false) }
+            return (try loader.load(path: path), true)
         }
     }
 
     public func start(context: ListenerContext) async throws {
-        let configuration = try load()
+        let (configuration, loadedFromFile) = try loadNoting()
+        fromFile.withLock { $0 = (loadedFromFile, false) }
         context.values[CurrentConfiguration<Configuration>.self] = configuration
         context.logger.info(
-            "Configuration generation \(context.generation) loaded from \(describeSource())",
+            "Configuration generation \(context.generation) loaded from \(describeSource(fromFile: loadedFromFile))",
             metadata: ["VIGIL_GENERATION": "\(context.generation)", "VIGIL_CONFIGURATION": "\(source)"]
         )
     }
 
     public func prepareReload(_ reload: ReloadTransaction, context: ListenerContext) async throws -> ReloadDecision {
+        if case .file(let path, _) = source, fromFile.withLock({ $0.inForce }), FileSystem.isAbsent(path) {
+            return .reject(
+                reason: ConfigurationError(
+                    file: path,
+                    keyPath: "",
+                    reason:
+                        "the file no longer exists; the running configuration stays in force; write {} to run on the defaults"
+                ).description
+            )
+        }
         do {
-            reload.proposed[CurrentConfiguration<Configuration>.self] = try load()
+            let (configuration, loadedFromFile) = try loadNoting()
+            reload.proposed[CurrentConfiguration<Configuration>.self] = configuration
+            fromFile.withLock { $0.proposed = loadedFromFile }
             return .accept
         } catch {
             return .reject(reason: error.description)
@@ -73,10 +102,11 @@ public final class ConfigurationListener<Configuration: ValidatedConfiguration>:
         context.values[CurrentConfiguration<Configuration>.self] = try reload.proposed.require(
             CurrentConfiguration<Configuration>.self
         )
+        fromFile.withLock { $0.inForce = $0.proposed }
     }
 
-    private func describeSource() -> String {
-        if case .file(let path, false) = source, !FileSystem.exists(path) {
+    private func describeSource(fromFile: Bool) -> String {
+        if case .file(let path, _) = source, !fromFile {
             return "the embedded default (\(path) does not exist)"
         }
         return source.description

@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
 /// Reads, decodes and validates a configuration file into the daemon author's own type.
 ///
 /// The format is JSON with `//` and `/* */` comments and trailing commas. Every failure is a
@@ -8,17 +14,19 @@ public struct ConfigurationLoader<Configuration: ValidatedConfiguration>: Sendab
     /// Creates a loader.
     public init() {}
 
-    /// Loads `path`.
+    /// Loads `path`: a regular file (a symbolic link to one is fine) of at most
+    /// ``FileSystem/configurationLimit`` bytes. A FIFO, socket, device or directory is refused
+    /// without blocking, naming its kind; so is a file that cannot be read, with the OS's reason.
     public func load(path: String) throws(ConfigurationError) -> Configuration {
         let bytes: [UInt8]
         do {
-            bytes = try FileSystem.read(path)
+            bytes = try FileSystem.read(path, limit: FileSystem.configurationLimit)
         } catch {
-            throw ConfigurationError(
-                file: path,
-                keyPath: "",
-                reason: "cannot \(error.operation) the file: \(error.reason)"
-            )
+            let reason =
+                error.errno == ENOENT && FileSystem.isSymbolicLink(path)
+                ? "it is a symbolic link whose target does not exist"
+                : error.reason
+            throw ConfigurationError(file: path, keyPath: "", reason: "cannot read the file: \(reason)")
         }
         return try decode(bytes, file: path)
     }

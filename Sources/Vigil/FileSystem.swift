@@ -12,9 +12,19 @@ public struct FileSystemError: Error, Hashable, CustomStringConvertible, ErrnoRe
     public let operation: String
     /// The errno value.
     public let errno: Int32
+    /// Why, when the OS's words for `errno` would not say it ("is a FIFO (named pipe), not a
+    /// regular file"); `nil` for a plain OS failure.
+    public let detail: String?
 
-    /// The OS's reason, e.g. "No such file or directory".
-    public var reason: String { String(cString: strerror(errno)) }
+    public init(path: String, operation: String, errno: Int32, detail: String? = nil) {
+        self.path = path
+        self.operation = operation
+        self.errno = errno
+        self.detail = detail
+    }
+
+    /// The reason, e.g. "No such file or directory".
+    public var reason: String { detail ?? String(cString: strerror(errno)) }
 
     public var description: String { "cannot \(operation) \(path): \(reason)" }
 }
@@ -29,12 +39,62 @@ package enum FileSystem {
         }
     }
 
-    /// The whole file. The corresponding C functions are `open`, `read`, `close`.
-    package static func read(_ path: String, limit: Int = 16 << 20) throws(FileSystemError) -> [UInt8] {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw FileSystemError(path: path, operation: "read", errno: errno) }
+    /// The configuration size cap: 1 MiB.
+    package static let configurationLimit = 1 << 20
+    /// The state size cap: 16 MiB.
+    package static let stateLimit = 16 << 20
+
+    /// The whole regular file at `path`, at most `limit` bytes.
+    ///
+    /// Never blocks on what is not a regular file: the file is opened with `O_NONBLOCK` (a FIFO
+    /// with no writer would otherwise block `open` for ever) and `O_NOCTTY`, then `fstat` refuses
+    /// a FIFO, socket, device or directory, naming the kind. A file larger than `limit` is
+    /// refused with the limit in the reason.
+    ///
+    /// - Parameter followSymlinks: `false` adds `O_NOFOLLOW`: a symbolic link at `path` is
+    ///   refused (`ELOOP`, "is a symbolic link").
+    ///
+    /// The corresponding C functions are `open`, `fstat`, `read`, `close`.
+    package static func read(
+        _ path: String,
+        limit: Int = stateLimit,
+        followSymlinks: Bool = true
+    ) throws(FileSystemError) -> [UInt8] {
+        let flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (followSymlinks ? 0 : O_NOFOLLOW)
+        let descriptor = Int32(retrying { Int(open(path, flags)) })
+        guard descriptor >= 0 else {
+            let code = errno
+            if code == ELOOP && !followSymlinks && isSymbolicLink(path) {
+                throw FileSystemError(
+                    path: path,
+                    operation: "read",
+                    errno: code,
+                    detail: "it is a symbolic link; this file must be a regular file, not a link"
+                )
+            }
+            throw FileSystemError(path: path, operation: "read", errno: code)
+        }
         defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw FileSystemError(path: path, operation: "read", errno: errno) }
+        let kind = info.st_mode & S_IFMT
+        guard kind == S_IFREG else {
+            throw FileSystemError(
+                path: path,
+                operation: "read",
+                errno: kind == S_IFDIR ? EISDIR : EINVAL,
+                detail: "it is \(describeKind(kind)), not a regular file"
+            )
+        }
+        let tooLarge = FileSystemError(
+            path: path,
+            operation: "read",
+            errno: EFBIG,
+            detail: "it is larger than the limit of \(describeSize(limit)) for this file"
+        )
+        if Int64(info.st_size) > Int64(limit) { throw tooLarge }
         var bytes: [UInt8] = []
+        bytes.reserveCapacity(Int(max(0, min(Int64(info.st_size), Int64(limit)))))
         var chunk = [UInt8](repeating: 0, count: 65536)
         while true {
             let count = chunk.withUnsafeMutableBytes { buffer in
@@ -42,11 +102,46 @@ package enum FileSystem {
             }
             if count < 0 { throw FileSystemError(path: path, operation: "read", errno: errno) }
             if count == 0 { return bytes }
+            // The file may grow while it is read: the cap holds for what is read, too.
+            guard count <= limit - bytes.count else { throw tooLarge }
             bytes += chunk[0..<count]
-            if bytes.count > limit {
-                throw FileSystemError(path: path, operation: "read (larger than \(limit >> 20) MiB)", errno: EFBIG)
-            }
         }
+    }
+
+    /// `a FIFO (named pipe)`, `a directory`, …: the kind of file an `S_IFMT` value names.
+    package static func describeKind(_ kind: mode_t) -> String {
+        switch kind {
+        case S_IFREG: "a regular file"
+        case S_IFDIR: "a directory"
+        case S_IFIFO: "a FIFO (named pipe)"
+        case S_IFSOCK: "a socket"
+        case S_IFCHR: "a character device"
+        case S_IFBLK: "a block device"
+        case S_IFLNK: "a symbolic link"
+        default: "a file of unknown kind"
+        }
+    }
+
+    /// `1 MiB`, `16 MiB`, `512 bytes`.
+    package static func describeSize(_ bytes: Int) -> String {
+        bytes >= 1 << 20 && bytes % (1 << 20) == 0 ? "\(bytes >> 20) MiB" : "\(bytes) bytes"
+    }
+
+    /// `true` when `path` itself is a symbolic link. The corresponding C function is `lstat`.
+    package static func isSymbolicLink(_ path: String) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFLNK
+    }
+
+    /// Whether `path` is absent in the plain sense: nothing at all at `path` (not even a
+    /// dangling symbolic link), and its directory exists and can be searched. Anything else — a
+    /// dangling link, a link loop, a directory the process may not search — is not absence but
+    /// a failure to read. The corresponding C functions are `lstat` and `stat`.
+    package static func isAbsent(_ path: String) -> Bool {
+        var info = stat()
+        guard lstat(path, &info) != 0, errno == ENOENT else { return false }
+        let directory = parent(of: path)
+        return stat(directory, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR && access(directory, X_OK) == 0
     }
 
     /// Replaces `path` with `bytes` so that a crash at any moment leaves either the old file or
@@ -63,7 +158,12 @@ package enum FileSystem {
         beforeRename: () -> Void = {}
     ) throws(FileSystemError) {
         let temporary = temporaryName(for: path)
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        // A stale temporary file (from a crash) is removed, and the new one is created with
+        // O_EXCL|O_NOFOLLOW: a symbolic link planted at `<path>.tmp` is never written through.
+        try remove(temporary)
+        let descriptor = Int32(
+            retrying { Int(open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)) }
+        )
         guard descriptor >= 0 else { throw FileSystemError(path: temporary, operation: "create", errno: errno) }
         var failure: FileSystemError?
         bytes.withUnsafeBytes { buffer in

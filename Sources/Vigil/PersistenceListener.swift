@@ -60,11 +60,16 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
                 metadata: ["VIGIL_STATE_FILE": "\(path)", "VIGIL_MOVED_TO": "\(aside)"]
             )
         }
-        let clean = !FileSystem.exists(markerPath)
+        let clean = FileSystem.isAbsent(markerPath)
         if !clean {
-            let previous = (try? FileSystem.read(markerPath)).map { String(decoding: $0, as: UTF8.self) } ?? "?"
+            // The marker holds a pid; whatever is there is read without blocking or following a
+            // link, and echoed escaped and cut short.
+            let previous =
+                (try? FileSystem.read(markerPath, limit: 64, followSymlinks: false)).map {
+                    DisplayText.escapingControlCharacters(String(String(decoding: $0, as: UTF8.self).trimmingSuffix()))
+                } ?? "?"
             context.logger.warning(
-                "The previous run (pid \(previous.trimmingSuffix())) did not shut down cleanly; state is as of its last checkpoint",
+                "The previous run (pid \(previous)) did not shut down cleanly; state is as of its last checkpoint",
                 metadata: [
                     "MESSAGE_ID": .string(LifecycleMessageID.uncleanShutdown.rawValue),
                     "VIGIL_EVENT": "unclean-shutdown",

@@ -1,12 +1,24 @@
 import Synchronization
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
 /// Durable state that listeners reach through the mediator: each listener keeps its own
 /// `Codable` value under its own key, in one JSON file.
 ///
 /// The file is `{"formatVersion": 1, "<key>": <value>, …}`. Writes are crash-safe
-/// (``FileSystem/writeAtomically(_:to:beforeRename:)``): after a crash, `kill -9` or power loss
-/// the file holds either the previous checkpoint or the new one. Listeners reach the store with
-/// `context.values[StateStoreKey.self]` after declaring a dependency on the persistence listener.
+/// (``FileSystem/writeAtomically(_:to:durable:beforeRename:)``): after a crash, `kill -9` or
+/// power loss the file holds either the previous checkpoint or the new one. Listeners reach the
+/// store with `context.values[StateStoreKey.self]` after declaring a dependency on the
+/// persistence listener.
+///
+/// Nothing read is ever lost: a file that cannot be used — not a regular file (a FIFO, a
+/// directory, a symbolic link), over ``FileSystem/stateLimit``, not JSON, not the expected
+/// shape, or holding a value its listener rejects — is moved aside to `<path>.corrupt-<n>` with
+/// its original bytes, before anything writes to `path`, and the reason says where and what.
 public final class StateStore: Sendable {
     /// The format this build writes; files with a greater version are refused.
     public static let formatVersion = 1
@@ -24,78 +36,164 @@ public final class StateStore: Sendable {
         public var keys: Int
     }
 
+    /// The keys and values of a state file that parsed; see ``parse(_:)``.
+    public struct Contents: Sendable, Hashable {
+        /// The keys, in file order, without `formatVersion`.
+        public var keys: [String] { entries.map(\.key) }
+        package var entries: [JSONValue.Member]
+    }
+
     private struct Storage {
         var entries: [JSONValue.Member] = []
         /// Bumped on every change; a checkpoint records the revision it wrote.
         var revision = 0
         var writtenRevision = 0
+        /// The bytes read at open, until a value in them is rejected (then they are moved aside).
+        var original: [UInt8]?
+        /// Whether a checkpoint replaced the file read at open.
+        var replacedOriginal = false
+        /// Where the file read at open was moved, once it was.
+        var movedAside: String?
         /// The entries as the file holds them (restored, or last checkpointed).
         var written: [JSONValue.Member] = []
     }
 
     private let storage = Mutex(Storage())
-    /// Serialises checkpoints so a later one never writes an older snapshot.
+    /// Serialises checkpoints (and moving the file aside) so a later one never writes an older
+    /// snapshot.
     private let writer = Mutex(0)
 
     /// An error that keeps the daemon from using the state file.
     public struct NewerFormat: Error, CustomStringConvertible {
+        /// The state file; empty when the bytes came from ``StateStore/parse(_:)``.
         public let path: String
         public let version: Int
         public var description: String {
-            "\(path) was written by a newer version (format \(version); this build reads up to \(StateStore.formatVersion)). "
+            "\(path.isEmpty ? "The state file" : path) was written by a newer version (format \(version); "
+                + "this build reads up to \(StateStore.formatVersion)). "
                 + "Upgrade this program, or move the file away to start from empty state."
         }
     }
 
+    /// A state file that does not parse or does not have the expected shape.
+    public struct InvalidFile: Error, Hashable, Sendable, CustomStringConvertible {
+        /// 1-based line and column, 0 when unknown.
+        public var line: Int
+        public var column: Int
+        /// `formatVersion`, or empty for the whole file.
+        public var keyPath: String
+        /// What was expected and what was found.
+        public var reason: String
+
+        public var description: String {
+            var text = line > 0 ? "line \(line), column \(column): " : ""
+            if !keyPath.isEmpty { text += keyPath + ": " }
+            return DisplayText.escapingControlCharacters(text + reason)
+        }
+    }
+
+    /// A stored value that its listener cannot use: it does not decode as the listener's type,
+    /// or the listener's validation rejects it.
+    public struct InvalidEntry: Error, Hashable, Sendable, CustomStringConvertible {
+        /// The state file.
+        public var path: String
+        /// `heartbeat.count`: the listener's key, then the path inside its value.
+        public var keyPath: String
+        /// 1-based line and column in the file, 0 when unknown.
+        public var line: Int
+        public var column: Int
+        /// What was expected and what was found.
+        public var reason: String
+        /// Where the file (its bytes as read at open) was moved.
+        public var movedAside: String?
+
+        public var description: String {
+            let place = line > 0 ? ":\(line):\(column)" : ""
+            let aside = movedAside.map { "; moved the file to \($0)" } ?? ""
+            return DisplayText.escapingControlCharacters("\(path)\(place): \(keyPath): \(reason)\(aside)")
+        }
+    }
+
+    /// Parses the bytes of a state file, with no I/O: the entry point the init uses, and a
+    /// fuzzer's.
+    ///
+    /// - Throws: ``InvalidFile`` for text that is not JSON, a top level that is not an object, or
+    ///   a missing or malformed `formatVersion`; ``NewerFormat`` (with an empty path) for a file
+    ///   from a newer version.
+    public static func parse(_ bytes: [UInt8]) throws -> Contents {
+        let root: JSONValue
+        do {
+            root = try JSONParser.parse(bytes)
+        } catch {
+            throw InvalidFile(
+                line: error.position.line,
+                column: error.position.column,
+                keyPath: "",
+                reason: error.message
+            )
+        }
+        guard case .object(let members) = root.kind else {
+            throw InvalidFile(
+                line: root.position.line,
+                column: root.position.column,
+                keyPath: "",
+                reason: "expected an object ({ … }) at the top level, found \(root.summary)"
+            )
+        }
+        guard let version = root["formatVersion"] else {
+            throw InvalidFile(
+                line: root.position.line,
+                column: root.position.column,
+                keyPath: "formatVersion",
+                reason: "the key is missing (expected a whole number from 1 to \(formatVersion))"
+            )
+        }
+        guard case .number(let text) = version.kind, let number = Int(text), number >= 1 else {
+            throw InvalidFile(
+                line: version.position.line,
+                column: version.position.column,
+                keyPath: "formatVersion",
+                reason: "expected a whole number from 1 to \(formatVersion), found \(version.summary)"
+            )
+        }
+        if number > formatVersion { throw NewerFormat(path: "", version: number) }
+        return Contents(entries: members.filter { $0.key != "formatVersion" })
+    }
+
     /// Opens the store: removes a leftover temporary file, restores the file if it exists.
     ///
-    /// A file that cannot be read or parsed is moved aside to `<path>.corrupt-<n>` (never
-    /// overwritten) and the store starts empty; ``restored`` says so.
+    /// A file that cannot be read, is not a regular file (it is never followed through a
+    /// symbolic link, and a FIFO never blocks), exceeds ``FileSystem/stateLimit`` or does not
+    /// parse is moved aside to `<path>.corrupt-<n>` (never overwritten) and the store starts
+    /// empty; ``restored`` says so and why.
     ///
     /// - Throws: ``NewerFormat`` for a file from a newer, incompatible version.
     public init(path: String) throws {
         self.path = path
         try FileSystem.remove(FileSystem.temporaryName(for: path))
         var restored = Restored(movedAside: nil, problem: nil, keys: 0)
-        if FileSystem.exists(path) {
-            do {
-                let root = try JSONParser.parse(try FileSystem.read(path))
-                guard case .object(let members) = root.kind else {
-                    throw JSONParser.SyntaxError(message: "the top level is not an object", position: root.position)
-                }
-                let version = root["formatVersion"].flatMap { value -> Int? in
-                    if case .number(let text) = value.kind { Int(text) } else { nil }
-                }
-                guard let version else {
-                    throw JSONParser.SyntaxError(message: "formatVersion is missing", position: root.position)
-                }
-                if version > Self.formatVersion { throw NewerFormat(path: path, version: version) }
-                let entries = members.filter { $0.key != "formatVersion" }
-                storage.withLock {
-                    $0.entries = entries
-                    $0.written = entries
-                }
-                restored.keys = entries.count
-            } catch let error as NewerFormat {
-                throw error
-            } catch {
-                let problem: String =
-                    if let syntax = error as? JSONParser.SyntaxError {
-                        "line \(syntax.position.line), column \(syntax.position.column): \(syntax.message)"
-                    } else {
-                        "\(error)"
-                    }
-                var aside = path + ".corrupt-1"
-                var number = 1
-                while FileSystem.exists(aside) {
-                    number += 1
-                    aside = path + ".corrupt-\(number)"
-                }
-                try FileSystem.move(path, to: aside)
-                try FileSystem.syncDirectory(of: path)
-                restored.movedAside = aside
-                restored.problem = problem
+        var problem: String?
+        do {
+            let bytes = try FileSystem.read(path, limit: FileSystem.stateLimit, followSymlinks: false)
+            let contents = try Self.parse(bytes)
+            storage.withLock {
+                $0.entries = contents.entries
+                $0.original = bytes
+                $0.written = contents.entries
             }
+            restored.keys = contents.entries.count
+        } catch let error as FileSystemError where error.errno == ENOENT {
+            // No file: a first start.
+        } catch let error as FileSystemError {
+            problem = error.reason
+        } catch let error as InvalidFile {
+            problem = error.description
+        } catch let error as NewerFormat {
+            throw NewerFormat(path: path, version: error.version)
+        }
+        if let problem {
+            restored.movedAside = try Self.moveAside(path)
+            restored.problem = problem
         }
         self.restored = restored
     }
@@ -103,12 +201,97 @@ public final class StateStore: Sendable {
     /// What opening found.
     public let restored: Restored
 
-    /// The value stored under `key`, decoded as `type`; `nil` when there is none.
-    public func value<T: Decodable>(_ type: T.Type, forKey key: String) throws -> T? {
+    /// The value stored under `key`, decoded as `type` and accepted by `validate`; `nil` when
+    /// there is none.
+    ///
+    /// A stored value that does not decode, or that `validate` rejects, is neither used nor
+    /// lost: the file as read at open is moved aside to `<path>.corrupt-<n>` (its original
+    /// bytes), the key is dropped from the store, and ``InvalidEntry`` is thrown with the key
+    /// path, what was expected and what was found. A listener that catches it logs it and
+    /// starts from empty state for its key; one that does not fails its start, and the next
+    /// start finds the key gone. Other keys are kept and written at the next checkpoint.
+    ///
+    /// - Parameter validate: the listener's own checks of the decoded value (ranges, say);
+    ///   its key path is relative to `key`.
+    public func value<T: Decodable>(
+        _ type: T.Type,
+        forKey key: String,
+        validate: (T) throws(InvalidValue) -> Void = { _ in }
+    ) throws(InvalidEntry) -> T? {
         guard let stored = storage.withLock({ storage in storage.entries.last { $0.key == key }?.value }) else {
             return nil
         }
-        return try JSONValueDecoder.decode(type, from: stored, rejectUnknownKeys: false)
+        let problem: (path: [String], position: JSONValue.Position, reason: String)
+        do {
+            let value = try JSONValueDecoder.decode(type, from: stored, rejectUnknownKeys: false)
+            switch Result(catching: { () throws(InvalidValue) in try validate(value) }) {
+            case .success: return value
+            case .failure(let error):
+                problem = (error.keyPath, JSONValueDecoder.position(of: error.keyPath, in: stored), error.reason)
+            }
+        } catch let failure as JSONValueDecoder.Failure {
+            problem = (failure.path, failure.position, failure.message)
+        } catch {
+            problem = ([], stored.position, String(describing: error))
+        }
+        var invalid = InvalidEntry(
+            path: path,
+            keyPath: ([key] + problem.path).joined(separator: "."),
+            line: problem.position.line,
+            column: problem.position.column,
+            reason: problem.reason
+        )
+        do {
+            invalid.movedAside = try quarantine(dropping: key)
+        } catch {
+            invalid.reason += " (and the file could not be moved aside: \(error))"
+        }
+        throw invalid
+    }
+
+    /// Moves the file read at open aside (once) and drops `key`.
+    private func quarantine(dropping key: String) throws -> String? {
+        try writer.withLock { _ in
+            let (original, replaced, already) = storage.withLock { storage in
+                storage.entries.removeAll { $0.key == key }
+                storage.revision += 1
+                return (storage.original, storage.replacedOriginal, storage.movedAside)
+            }
+            if let already { return already }
+            guard let original else { return nil }
+            let aside: String
+            if replaced {
+                // A checkpoint has replaced the file since: keep the bytes read at open.
+                aside = Self.unusedAsideName(for: path)
+                try FileSystem.writeAtomically(original, to: aside)
+            } else {
+                aside = try Self.moveAside(path)
+            }
+            storage.withLock {
+                $0.movedAside = aside
+                $0.original = nil
+            }
+            return aside
+        }
+    }
+
+    /// `<path>.corrupt-<n>` with the first `n` at which nothing exists (not even a link).
+    private static func unusedAsideName(for path: String) -> String {
+        var number = 1
+        while true {
+            let aside = path + ".corrupt-\(number)"
+            var info = stat()
+            if lstat(aside, &info) != 0 && errno == ENOENT { return aside }
+            number += 1
+        }
+    }
+
+    /// Renames `path` to an unused `<path>.corrupt-<n>`, durably; returns the new name.
+    private static func moveAside(_ path: String) throws -> String {
+        let aside = unusedAsideName(for: path)
+        try FileSystem.move(path, to: aside)
+        try FileSystem.syncDirectory(of: path)
+        return aside
     }
 
     /// Stores `value` under `key`; it reaches the file at the next checkpoint.
@@ -142,6 +325,7 @@ public final class StateStore: Sendable {
             )
             try FileSystem.writeAtomically(Array(JSONWriter.write(document).utf8), to: path)
             storage.withLock {
+                $0.replacedOriginal = true
                 if revision > $0.writtenRevision {
                     $0.writtenRevision = revision
                     $0.written = entries

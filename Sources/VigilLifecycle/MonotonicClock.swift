@@ -17,10 +17,11 @@ public enum MonotonicClock {
 }
 
 extension Duration {
-    /// Whole microseconds, rounded down, never negative.
+    /// Whole microseconds, rounded down, never negative, saturating at `Int64.max`.
     package var microseconds: UInt64 {
         let (seconds, attoseconds) = components
         guard seconds >= 0 else { return 0 }
+        guard seconds < 9_000_000_000_000 else { return UInt64(Int64.max) }
         return UInt64(seconds) * 1_000_000 + UInt64(attoseconds / 1_000_000_000_000)
     }
 

@@ -93,7 +93,10 @@ public struct ProcessSignal: Hashable, Sendable, CustomStringConvertible {
             let rest = text.dropFirst(prefix.count)
             var offset: Int32 = 0
             if !rest.isEmpty {
-                guard rest.first == (sign > 0 ? "+" : "-"), let value = Int32(rest.dropFirst()) else { return nil }
+                // The offset comes from the command line: bounded before any arithmetic.
+                guard rest.first == (sign > 0 ? "+" : "-"), let value = Int32(rest.dropFirst()),
+                    (0...(Self.realTimeMaximum - Self.realTimeMinimum)).contains(value)
+                else { return nil }
                 offset = value
             }
             let number = base + sign * offset

@@ -34,6 +34,8 @@ extension ListenedFileDescriptor {
                 free(names)
             }
         }
+        // `start + index` cannot overflow: libsystemd refuses a LISTEN_FDS above
+        // INT_MAX - SD_LISTEN_FDS_START (-EINVAL, thrown above).
         let start = cvigil_listen_fds_start()
         return (0..<count).map { index in
             let name = names?[Int(index)].map { String(cString: $0) } ?? "unknown"

@@ -21,8 +21,15 @@ public struct Watchdog: Sendable {
     /// `sd_watchdog_enabled(0, &usec)`.
     public static func fromEnvironment() -> Watchdog? {
         var usec: UInt64 = 0
-        guard sd_watchdog_enabled(0, &usec) > 0, usec > 0 else { return nil }
-        return Watchdog(interval: .microseconds(Int64(usec)))
+        guard sd_watchdog_enabled(0, &usec) > 0 else { return nil }
+        return Watchdog(microseconds: usec)
+    }
+
+    /// The watchdog for a `WATCHDOG_USEC` value: `nil` for 0 (off); a value beyond `Int64`
+    /// microseconds (libsystemd accepts up to 2^64 − 2) saturates instead of trapping.
+    package init?(microseconds usec: UInt64) {
+        guard usec > 0 else { return nil }
+        self.init(interval: .microseconds(Int64(exactly: usec) ?? .max))
     }
 
     /// How often a healthy daemon pings: half the interval.

@@ -20,7 +20,25 @@ final class HeartbeatWorker: Listener {
 
     /// What the worker keeps in the state store.
     struct State: Codable, Sendable {
+        /// The largest count: 2^53 − 1, the largest integer every JSON reader keeps exactly.
+        static let maximumCount = (1 << 53) - 1
+
         var count: Int
+
+        /// The state-file check at restore: a count from 0 to ``maximumCount``.
+        static func validate(_ state: State) throws(InvalidValue) {
+            guard (0...maximumCount).contains(state.count) else {
+                throw InvalidValue(
+                    ["count"],
+                    "expected a whole number from 0 to \(maximumCount), found \(state.count)"
+                )
+            }
+        }
+
+        /// The count after one more beat; it stops at ``maximumCount`` instead of overflowing.
+        static func counted(after count: Int) -> Int {
+            count < maximumCount ? count + 1 : maximumCount
+        }
     }
 
     let name = "heartbeat"
@@ -44,7 +62,16 @@ final class HeartbeatWorker: Listener {
 
     func start(context: ListenerContext) async throws {
         let store = try context.values.require(StateStoreKey.self)
-        let restored = try store.value(State.self, forKey: name)?.count ?? 0
+        let restored: Int
+        do {
+            restored = try store.value(State.self, forKey: name, validate: State.validate)?.count ?? 0
+        } catch {
+            context.logger.warning(
+                "The heartbeat count in the state file cannot be used (\(error)); counting from 0",
+                metadata: ["VIGIL_STATE_FILE": "\(error.path)", "VIGIL_MOVED_TO": "\(error.movedAside ?? "")"]
+            )
+            restored = 0
+        }
         let settings = Settings(try context.values.require(CurrentConfiguration<VigildConfiguration>.self))
         state.withLock {
             $0.count = restored
@@ -80,7 +107,7 @@ final class HeartbeatWorker: Listener {
 
     private func beat(store: StateStore, logger: Logger) {
         let (count, message) = state.withLock { state -> (Int, String) in
-            state.count += 1
+            state.count = State.counted(after: state.count)
             return (state.count, state.settings?.message ?? "")
         }
         do {

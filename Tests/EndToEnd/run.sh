@@ -111,7 +111,7 @@ for bad in '{ "heartbeat": { "interval": 0.3, "message": "broken" ' '{ "heartbea
 done
 check "an invalid value is named by its key" bash -c "
   nsenter -t $pid -a journalctl -u vigild -o json --no-pager MESSAGE_ID=9475ebda59634e2fb407cda3695425bc |
-  tail -1 | grep -q 'heartbeat.interval: must be a number of seconds, 0 (no heartbeat) or more'"
+  tail -1 | grep -q 'heartbeat.interval: must be 0 (no heartbeat) or a number of seconds from 0.1 to 86400'"
 
 # --- SIGUSR1 ---
 before=$(cursor)
@@ -168,6 +168,8 @@ in_sandbox systemctl kill --kill-who=main -s KILL vigild
 rm -rf "$root/etc/systemd/system/vigild.service.d"
 in_sandbox systemctl daemon-reload
 in_sandbox systemctl stop vigild
+
+. "$here/values.sh"
 
 # shellcheck source=disk-full.sh
 . "$here/disk-full.sh"

@@ -58,4 +58,12 @@ import VigilTesting
         unsetenv("WATCHDOG_USEC")
         #expect(Watchdog.fromEnvironment() == nil)
     }
+
+    /// libsystemd accepts up to 2^64 − 2 µs; beyond `Int64` the interval saturates, no trap.
+    @Test func aHugeWatchdogIntervalSaturates() {
+        setenv("WATCHDOG_USEC", "18446744073709551614", 1)
+        defer { unsetenv("WATCHDOG_USEC") }
+        #expect(Watchdog.fromEnvironment()?.interval == .microseconds(Int64.max))
+        #expect(Watchdog(microseconds: 0) == nil)
+    }
 }

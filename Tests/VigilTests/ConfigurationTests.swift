@@ -143,6 +143,6 @@ struct SampleConfiguration: ValidatedConfiguration {
         let directory = #expect(throws: ConfigurationError.self) {
             try ConfigurationLoader<SampleConfiguration>().load(path: "/tmp")
         }
-        #expect(directory?.description == "/tmp: cannot read the file: Is a directory")
+        #expect(directory?.description == "/tmp: cannot read the file: it is a directory, not a regular file")
     }
 }

@@ -68,7 +68,7 @@ struct PortListener: Listener {
 
     @Test func aMissingOptionalFileMeansTheEmbeddedDefault() throws {
         let listener = ConfigurationListener<SampleConfiguration>(
-            source: .file("/nonexistent/sample.json", required: false)
+            source: .file(temporaryDirectory() + "/sample.json", required: false)
         )
         #expect(try listener.load() == .defaultConfiguration)
         let required = ConfigurationListener<SampleConfiguration>(

@@ -23,13 +23,14 @@ enum VigildBinary {
         return String(cString: mkdtemp(&template)!)
     }
 
-    /// Starts vigild with a fake notify socket; returns once it reported READY=1.
+    /// Starts vigild with a fake notify socket, its state and runtime directories under
+    /// `directory` (default: a fresh one); returns once it reported READY=1.
     static func start(
         socket: FakeNotifySocket,
         arguments: [String] = [],
-        environment: [String: String] = [:]
+        environment: [String: String] = [:],
+        directory: String = temporaryDirectory()
     ) async throws -> (DaemonProcess, String) {
-        let directory = temporaryDirectory()
         var environment = environment
         environment["NOTIFY_SOCKET"] = socket.path
         let process = try DaemonProcess(

@@ -1,0 +1,124 @@
+import Glibc
+import Testing
+import Vigil
+import VigilTesting
+
+/// A listener's value with a range: `count` from 0 to 2^53 − 1.
+private func validCount(_ counter: Counter) throws(InvalidValue) {
+    guard (0...(1 << 53) - 1).contains(counter.count) else {
+        throw InvalidValue(["count"], "expected a whole number from 0 to 9007199254740991, found \(counter.count)")
+    }
+}
+
+@Suite struct StateSafetyTests {
+    @Test func parseIsPureAndReportsWhereAndWhat() throws {
+        #expect(try StateStore.parse(Array(#"{"formatVersion": 1, "a": 1, "b": [2]}"#.utf8)).keys == ["a", "b"])
+        let cases: [(String, String)] = [
+            ("[1]", "line 1, column 1: expected an object ({ … }) at the top level, found an array"),
+            (#"{"a": 1}"#, "line 1, column 1: formatVersion: the key is missing (expected a whole number from 1 to 1)"),
+            (
+                #"{"formatVersion": "1"}"#,
+                "line 1, column 19: formatVersion: expected a whole number from 1 to 1, found the string \"1\""
+            ),
+            (
+                #"{"formatVersion": 99999999999999999999}"#,
+                "line 1, column 19: formatVersion: expected a whole number from 1 to 1, found the number 99999999999999999999"
+            ),
+            (
+                #"{"formatVersion": 0}"#,
+                "line 1, column 19: formatVersion: expected a whole number from 1 to 1, found the number 0"
+            ),
+        ]
+        for (text, expected) in cases {
+            let error = #expect(throws: StateStore.InvalidFile.self) { try StateStore.parse(Array(text.utf8)) }
+            #expect(error?.description == expected, "\(text)")
+        }
+        #expect(throws: StateStore.NewerFormat.self) { try StateStore.parse(Array(#"{"formatVersion": 2}"#.utf8)) }
+    }
+
+    @Test func aValueThatDoesNotDecodeIsMovedAsideWithTheOriginalBytesAndAReadableReason() throws {
+        let path = temporaryDirectory() + "/state.json"
+        let original = "{ \"formatVersion\": 1, \"heartbeat\": { \"count\": \"many\" }, \"other\": [1] }"
+        writeFile(path, original)
+        let store = try StateStore(path: path)
+        #expect(store.restored.movedAside == nil, "the file parses")
+        let error = #expect(throws: StateStore.InvalidEntry.self) { try store.value(Counter.self, forKey: "heartbeat") }
+        #expect(
+            error?.description
+                == "\(path):1:47: heartbeat.count: expected a whole number, found the string \"many\"; moved the file to \(path).corrupt-1"
+        )
+        #expect(readFile(path + ".corrupt-1") == original, "the original bytes are kept")
+        #expect(access(path, F_OK) != 0)
+        #expect(try store.value(Counter.self, forKey: "heartbeat") == nil, "the key starts from empty state")
+        #expect(try store.value([Int].self, forKey: "other") == [1], "other keys are kept")
+        #expect(try store.checkpoint())
+        #expect(readFile(path) == "{\n  \"formatVersion\": 1,\n  \"other\": [\n    1\n  ]\n}\n")
+    }
+
+    @Test func aValueOutOfItsListenersRangeIsMovedAsideToo() throws {
+        let path = temporaryDirectory() + "/state.json"
+        let original = #"{"formatVersion":1,"heartbeat":{"count":9223372036854775807}}"#
+        writeFile(path, original)
+        let store = try StateStore(path: path)
+        let error = #expect(throws: StateStore.InvalidEntry.self) {
+            try store.value(Counter.self, forKey: "heartbeat", validate: validCount)
+        }
+        #expect(error?.keyPath == "heartbeat.count")
+        #expect(error?.reason == "expected a whole number from 0 to 9007199254740991, found 9223372036854775807")
+        #expect(error?.movedAside == path + ".corrupt-1")
+        #expect(readFile(path + ".corrupt-1") == original)
+    }
+
+    @Test func aRejectedValueAfterACheckpointKeepsTheBytesReadAtOpen() throws {
+        let path = temporaryDirectory() + "/state.json"
+        let original = #"{"formatVersion":1,"heartbeat":{"count":-1}}"#
+        writeFile(path, original)
+        let store = try StateStore(path: path)
+        try store.checkpoint(force: true)
+        #expect(throws: StateStore.InvalidEntry.self) {
+            try store.value(Counter.self, forKey: "heartbeat", validate: validCount)
+        }
+        #expect(readFile(path + ".corrupt-1") == original)
+        try store.checkpoint()
+        #expect(readFile(path) == "{\n  \"formatVersion\": 1\n}\n")
+    }
+
+    @Test func aFIFOAsTheStateFileIsMovedAsideWithoutBlocking() throws {
+        let path = temporaryDirectory() + "/state.json"
+        #expect(mkfifo(path, 0o600) == 0)
+        // Were the open to block, this writer (after 5 s) would release it and the kind check fail.
+        DetachedThread.run {
+            sleep(5)
+            let writer = open(path + ".corrupt-1", O_WRONLY | O_NONBLOCK)
+            if writer >= 0 { close(writer) }
+            let stuck = open(path, O_WRONLY | O_NONBLOCK)
+            if stuck >= 0 { close(stuck) }
+        }
+        let started = ContinuousClock.now
+        let store = try StateStore(path: path)
+        #expect(ContinuousClock.now - started < .seconds(1))
+        #expect(store.restored.movedAside == path + ".corrupt-1")
+        #expect(store.restored.problem == "it is a FIFO (named pipe), not a regular file")
+    }
+
+    @Test func aSymbolicLinkAsTheStateFileIsMovedAsideNotFollowed() throws {
+        let directory = temporaryDirectory()
+        let path = directory + "/state.json"
+        writeFile(directory + "/elsewhere.json", #"{"formatVersion": 1, "heartbeat": {"count": 5}}"#)
+        #expect(symlink(directory + "/elsewhere.json", path) == 0)
+        let store = try StateStore(path: path)
+        #expect(store.restored.movedAside == path + ".corrupt-1")
+        #expect(store.restored.problem == "it is a symbolic link; this file must be a regular file, not a link")
+        #expect(FileSystem.isSymbolicLink(path + ".corrupt-1"))
+        #expect(try store.value(Counter.self, forKey: "heartbeat") == nil)
+    }
+
+    @Test func aStateFileOverSixteenMebibytesIsMovedAside() throws {
+        let path = temporaryDirectory() + "/state.json"
+        let descriptor = open(path, O_WRONLY | O_CREAT, 0o600)
+        #expect(ftruncate(descriptor, (16 << 20) + 1) == 0)
+        close(descriptor)
+        let store = try StateStore(path: path)
+        #expect(store.restored.problem == "it is larger than the limit of 16 MiB for this file")
+    }
+}
