@@ -153,7 +153,8 @@ struct Run: AsyncParsableCommand {
         var daemon = Daemon(
             identifier: "vigild",
             version: Vigild.version,
-            listeners: [configuration, logLevel, persistence, heartbeat] + Failpoints.fromEnvironment().listeners,
+            // Failpoints first: a slow reload is slow before the configuration can reject it.
+            listeners: Failpoints.fromEnvironment().listeners + [configuration, logLevel, persistence, heartbeat],
             startupCommands: [
                 StartupStep("create \(runtimeDirectory.path)") { _ in
                     status.use(
@@ -272,17 +273,16 @@ struct Reload: ParsableCommand {
             throw ClientError("cannot signal pid \(target): \(String(cString: strerror(errno)))")
         }
         // validate() bounds the timeout: the product fits in a UInt64.
-        let deadline = sent + UInt64(timeout * 1_000_000)
+        var deadline = sent + UInt64(timeout * 1_000_000)
         var interrupted: Int32?
+        var rejected = false
         while MonotonicClock.microseconds() < deadline {
-            if let signal = interruption.received {
-                // A second SIGTERM/SIGINT, or one while the daemon is not stopping: give up.
-                if interrupted != nil { interruption.dieOf(signal) }
-                interrupted = signal
-            }
+            if let signal = interruption.received { interrupted = signal }
             // The daemon answers through its status file; poll it every 5 ms.
             let current = try? RuntimeStatus.read(from: directory)
-            if let current, current.pid == target, let reload = current.lastReload, reload.beganMonotonicUsec >= sent {
+            if !rejected, let current, current.pid == target, let reload = current.lastReload,
+                reload.beganMonotonicUsec >= sent
+            {
                 if reload.result == "applied" {
                     print("vigild: reload applied; configuration generation \(current.generation) is in force")
                     return
@@ -290,14 +290,18 @@ struct Reload: ParsableCommand {
                 Console.error(
                     "vigild: reload rejected: \(reload.reason ?? "unknown reason"); still running generation \(current.generation)"
                 )
-                throw ExitCode(1)
+                guard interrupted != nil else { throw ExitCode(1) }
+                // Stopped while the rejected reload ran: wait briefly for the stop to show.
+                rejected = true
+                deadline = min(deadline, MonotonicClock.microseconds() + 5_000_000)
             }
             let gone = kill(target, 0) != 0 && errno == ESRCH
             if let interrupted, gone || current.map({ ["stopping", "stopped"].contains($0.state) }) == true {
                 // `systemctl stop` during `systemctl reload`: systemd cancels the reload job and
                 // sends SIGTERM to the whole unit, this client included. The stop supersedes the
-                // reload; exiting 0 keeps a clean stop clean (a client killed by the signal
-                // makes systemd record Result=signal for the unit).
+                // reload; exiting 0 keeps a clean stop clean (killed by the signal, this client
+                // makes systemd record Result=signal for the unit; exiting non-zero,
+                // Result=exit-code — both checked under systemd 252).
                 Console.error(
                     "vigild reload: \(ProcessSignal(rawValue: interrupted)) while pid \(target) is stopping: the stop supersedes the reload"
                 )
@@ -306,35 +310,57 @@ struct Reload: ParsableCommand {
             if gone { throw ClientError("pid \(target) exited before answering") }
             usleep(5_000)
         }
+        if rejected { throw ExitCode(1) }
         if let interrupted { interruption.dieOf(interrupted) }
         throw ClientError("no answer from pid \(target) within \(timeout) s")
     }
 
     /// The pid to signal: the status file's, when the process with that pid started when the
     /// daemon that wrote the file did (and, with `--pid`, when that is the pid asked for).
-    static func verifiedDaemon(_ status: RuntimeStatus, requested: Int32?, file: String) throws(ClientError) -> Int32 {
+    ///
+    /// Under the shipped unit `ExecReload=` cannot read `/proc/$MAINPID`: with `PrivateUsers=`
+    /// every process of the unit gets a user namespace of its own, and `ProtectProc=invisible`
+    /// hides processes the reader could not ptrace. There systemd vouches instead: it sets
+    /// `$MAINPID` for a unit's control processes only, so a hidden pid is accepted when it is
+    /// `$MAINPID` (and the status file's pid).
+    ///
+    /// - Parameters:
+    ///   - startTime: the start time of a pid, `nil` when `/proc` does not show it.
+    ///   - mainPID: `$MAINPID`, as systemd sets it for `ExecReload=`.
+    static func verifiedDaemon(
+        _ status: RuntimeStatus,
+        requested: Int32?,
+        file: String,
+        startTime: (Int32) -> UInt64? = ProcessStartTime.of,
+        mainPID: String? = Directories.environment("MAINPID")
+    ) throws(ClientError) -> Int32 {
         if let requested, requested != status.pid {
             throw ClientError(
                 "refusing to signal pid \(requested): it is not the vigild that \(file) describes (pid \(status.pid))"
             )
         }
-        guard status.pid > 1 else {
-            throw ClientError("refusing to signal pid \(status.pid) named in \(file): not a daemon's pid")
-        }
+        let pid = status.pid
+        guard pid > 1 else { throw ClientError("refusing to signal pid \(pid) named in \(file): not a daemon's pid") }
         guard let recorded = status.processStartTime else {
             throw ClientError(
                 "\(file) does not record the daemon's start time (written by an older vigild): restart the daemon, then reload"
             )
         }
-        guard let actual = ProcessStartTime.of(status.pid) else {
-            throw ClientError("pid \(status.pid) named in \(file) is not running (or its /proc entry is hidden)")
+        guard let actual = startTime(pid) else {
+            guard kill(pid, 0) == 0 || errno == EPERM else {
+                throw ClientError("pid \(pid) named in \(file) is not running")
+            }
+            if mainPID == "\(pid)" { return pid }
+            throw ClientError(
+                "refusing to signal pid \(pid): /proc/\(pid) is hidden from this process, so its start time cannot be checked (run as root, or as ExecReload= with $MAINPID)"
+            )
         }
         guard actual == recorded else {
             throw ClientError(
-                "refusing to signal pid \(status.pid): it started at tick \(actual), but the vigild that \(file) describes started at tick \(recorded) (a different process now has that pid)"
+                "refusing to signal pid \(pid): it started at tick \(actual), but the vigild that \(file) describes started at tick \(recorded) (a different process now has that pid)"
             )
         }
-        return status.pid
+        return pid
     }
 }
 
@@ -343,12 +369,17 @@ struct Reload: ParsableCommand {
 ///
 /// - Important: installs process-wide handlers for SIGTERM and SIGINT.
 final class ClientInterruption: Sendable {
-    private static let received = Atomic<Int32>(0)
+    private static let count = Atomic<Int>(0)
+    private static let last = Atomic<Int32>(0)
+    private let seen = Atomic<Int>(0)
 
     init() {
         for signal in [SIGTERM, SIGINT] {
             var action = sigaction()
-            action.__sigaction_handler.sa_handler = { ClientInterruption.received.store($0, ordering: .relaxed) }
+            action.__sigaction_handler.sa_handler = { signal in
+                ClientInterruption.last.store(signal, ordering: .relaxed)
+                ClientInterruption.count.add(1, ordering: .relaxed)
+            }
             sigemptyset(&action.sa_mask)
             sigaction(signal, &action, nil)
             // main may have blocked the handled signals for the daemon; the client takes them.
@@ -359,10 +390,15 @@ final class ClientInterruption: Sendable {
         }
     }
 
-    /// The last SIGTERM or SIGINT received since the last call, if any.
+    /// The signal that arrived since the last call, if any; when a second one has arrived since
+    /// the first (the admin insists), the process dies of it.
     var received: Int32? {
-        let signal = Self.received.exchange(0, ordering: .relaxed)
-        return signal == 0 ? nil : signal
+        let count = Self.count.load(ordering: .relaxed)
+        let seen = self.seen.exchange(count, ordering: .relaxed)
+        guard count > seen else { return nil }
+        let signal = Self.last.load(ordering: .relaxed)
+        if count >= 2 { dieOf(signal) }
+        return signal
     }
 
     /// Ends the process as the signal would have without the handler.

@@ -341,3 +341,64 @@ private func rmdirTree(_ path: String) {
     closedir(directory)
     rmdir(path)
 }
+
+/// The pid proof without processes: `/proc` visible, hidden (the shipped unit), or gone.
+struct DaemonProofTests {
+    let status = RuntimeStatus(
+        pid: 4242,
+        processStartTime: 77,
+        state: "running",
+        generation: 1,
+        lastReload: nil,
+        heartbeats: 0,
+        heartbeat: .init(interval: 1, message: "alive"),
+        startedAt: 0,
+        previousShutdownClean: true
+    )
+
+    func verify(startTime: UInt64?, mainPID: String?, requested: Int32? = nil, pid: Int32? = nil) -> String {
+        var status = status
+        if let pid { status.pid = pid }
+        do {
+            let pid = try Reload.verifiedDaemon(
+                status,
+                requested: requested,
+                file: "status.json",
+                startTime: { _ in startTime },
+                mainPID: mainPID
+            )
+            return "signal \(pid)"
+        } catch {
+            return error.description
+        }
+    }
+
+    @Test func aVisibleProcessMustHaveTheRecordedStartTime() {
+        #expect(verify(startTime: 77, mainPID: nil) == "signal 4242")
+        #expect(verify(startTime: 78, mainPID: "4242").hasPrefix("refusing to signal pid 4242: it started at tick 78"))
+        #expect(verify(startTime: 77, mainPID: nil, requested: 4243).hasPrefix("refusing to signal pid 4243"))
+    }
+}
+
+extension DaemonProofTests {
+    @Test func aHiddenProcessIsAcceptedOnlyAsSystemdsMainPID() async throws {
+        let me = getpid()
+        #expect(verify(startTime: nil, mainPID: "\(me)", pid: me) == "signal \(me)")
+        #expect(
+            verify(startTime: nil, mainPID: nil, pid: me).hasPrefix(
+                "refusing to signal pid \(me): /proc/\(me) is hidden"
+            )
+        )
+        #expect(
+            verify(startTime: nil, mainPID: "1", pid: me).hasPrefix(
+                "refusing to signal pid \(me): /proc/\(me) is hidden"
+            )
+        )
+        let exited = try DaemonProcess(executable: "/bin/true")
+        _ = try await exited.waitForExit()
+        #expect(
+            verify(startTime: nil, mainPID: "\(exited.pid)", pid: exited.pid)
+                == "pid \(exited.pid) named in status.json is not running"
+        )
+    }
+}
