@@ -169,6 +169,8 @@ rm -rf "$root/etc/systemd/system/vigild.service.d"
 in_sandbox systemctl daemon-reload
 in_sandbox systemctl stop vigild
 
+. "$here/client.sh"
+
 # --- systemd 254 with Type=notify-reload ---
 echo "# systemd 254 with notify-reload.conf"
 kill -s SIGRTMIN+4 "$pid"
