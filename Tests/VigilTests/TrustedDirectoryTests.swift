@@ -23,12 +23,17 @@ struct TrustedDirectoryTests {
         try body(base)
     }
 
+    /// `<base>/dynamic`, like /run/vigild: created by systemd for a DynamicUser, mode 0755.
+    static func dynamicUserDirectory(in base: String) -> String {
+        let path = base + "/dynamic"
+        mkdir(path, 0o755)
+        chown(path, 65_534, 65_534)
+        return path
+    }
+
     @Test func anotherUidsDirectoryIsTrustedOnlyUnderARootOwnedChain() throws {
         try Self.withRootChain { base in
-            // Like /run/vigild: created by systemd for a DynamicUser, mode 0755.
-            let dynamic = base + "/dynamic"
-            mkdir(dynamic, 0o755)
-            chown(dynamic, 65_534, 65_534)
+            let dynamic = Self.dynamicUserDirectory(in: base)
             let directory = try TrustedDirectory.open(dynamic)
             #expect(directory.owner == 65_534)
             // …but not when a parent is open to others.
@@ -64,9 +69,7 @@ struct TrustedDirectoryTests {
 
     @Test func filesAreReadOnlyWhenRegularOwnedAndSmall() throws {
         try Self.withRootChain { base in
-            let path = base + "/dynamic"
-            mkdir(path, 0o755)
-            chown(path, 65_534, 65_534)
+            let path = Self.dynamicUserDirectory(in: base)
             let directory = try TrustedDirectory.open(path)
             TextFile.write(path + "/status.json", "{}")
             #expect(try directory.read("status.json") == Array("{}".utf8))
