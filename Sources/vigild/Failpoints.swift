@@ -12,6 +12,9 @@ import Vigil
 /// - `mediator-stall`: right after readiness the mediator gets stuck in a listener hook that
 ///   never returns, so health probes go unanswered and the watchdog stops pinging.
 /// - `start-fail`: a listener throws during start (the daemon must exit non-zero).
+/// - `reload-slow`: every reload takes 3 s (its prepare phase waits; the failpoint listener comes
+///   first, so a rejected reload is slow too), for a stop that arrives
+///   while `systemctl reload` waits.
 ///
 /// Never set these in production.
 struct Failpoints: Sendable {
@@ -55,6 +58,17 @@ struct FailpointListener: Listener {
             context.logger.warning("Failpoint mediator-stall: the mediator will wedge after readiness")
             context.requestUserSignal(.sigusr2)
         }
+    }
+
+    func prepareReload(_ reload: ReloadTransaction, context: ListenerContext) async throws -> ReloadDecision {
+        try await slowReload(context)
+        return .accept
+    }
+
+    private func slowReload(_ context: ListenerContext) async throws {
+        guard failpoints.contains("reload-slow") else { return }
+        context.logger.warning("Failpoint reload-slow: this reload takes 3 s")
+        try await EventLoopExecutor.sleep(for: .seconds(3))
     }
 
     func userSignal(_ signal: ProcessSignal, context: ListenerContext) async throws {

@@ -27,6 +27,11 @@ struct RuntimeStatus: Codable, Sendable, Equatable {
     }
 
     var pid: Int32
+    /// The daemon's start time in clock ticks after boot (field 22 of `/proc/<pid>/stat`):
+    /// `vigild reload` signals `pid` only when the process there started at this time, so a
+    /// reused pid or a forged file cannot make it signal another process. `nil` in files
+    /// written by vigild before 0.1.1.
+    var processStartTime: UInt64?
     /// `starting`, `running`, `reloading`, `stopping`, `stopped`.
     var state: String
     var generation: Int
@@ -42,11 +47,15 @@ struct RuntimeStatus: Codable, Sendable, Equatable {
 }
 
 extension RuntimeStatus {
-    static func path(in directory: String) -> String { directory + "/status.json" }
+    static let fileName = "status.json"
+    /// The most a status file may hold: a heartbeat message is bounded well below this.
+    static let sizeLimit = 256 << 10
 
-    static func read(from directory: String) throws -> RuntimeStatus {
-        let path = path(in: directory)
-        let root = try JSONParser.parse(try FileSystem.read(path))
+    static func path(in directory: String) -> String { directory + "/" + fileName }
+
+    /// Reads `status.json` from a verified directory (see ``TrustedDirectory``).
+    static func read(from directory: TrustedDirectory) throws -> RuntimeStatus {
+        let root = try JSONParser.parse(try directory.read(fileName, limit: sizeLimit))
         return try JSONValueDecoder.decode(RuntimeStatus.self, from: root, rejectUnknownKeys: false)
     }
 
@@ -61,9 +70,10 @@ extension RuntimeStatus {
     }
 }
 
-/// Keeps `status.json` current: a lifecycle observer, told about heartbeats too.
+/// Keeps `status.json` current: a lifecycle observer, told about heartbeats too. It writes
+/// nothing until ``use(_:)`` hands it the verified runtime directory (a start-up step).
 final class RuntimeStatusWriter: LifecycleObserver {
-    private let path: String
+    private let directory = Mutex<TrustedDirectory?>(nil)
     private let status: Mutex<RuntimeStatus>
     private let heartbeat: HeartbeatWorker
     private let persistence: PersistenceListener<VigildConfiguration>
@@ -71,12 +81,10 @@ final class RuntimeStatusWriter: LifecycleObserver {
     private let values: ValueStore
 
     init(
-        directory: String,
         heartbeat: HeartbeatWorker,
         persistence: PersistenceListener<VigildConfiguration>,
         values: ValueStore
     ) {
-        self.path = RuntimeStatus.path(in: directory)
         self.heartbeat = heartbeat
         self.persistence = persistence
         self.values = values
@@ -84,6 +92,7 @@ final class RuntimeStatusWriter: LifecycleObserver {
         self.status = Mutex(
             RuntimeStatus(
                 pid: getpid(),
+                processStartTime: ProcessStartTime.current,
                 state: "starting",
                 generation: 1,
                 lastReload: nil,
@@ -119,6 +128,12 @@ final class RuntimeStatusWriter: LifecycleObserver {
         }
     }
 
+    /// Writes into `directory` from now on.
+    func use(_ directory: TrustedDirectory) {
+        self.directory.withLock { $0 = directory }
+        update { _ in }
+    }
+
     /// Records a heartbeat (called by the worker).
     func heartbeatCounted() { update { _ in } }
 
@@ -137,7 +152,8 @@ final class RuntimeStatusWriter: LifecycleObserver {
             status.previousShutdownClean = persistence.previousShutdownClean ?? true
             guard let text = try? JSONWriter.write(JSONValueEncoder.encode(status)) else { return }
             // Runtime status lives on tmpfs: atomic rename, no fsync.
-            try? FileSystem.writeAtomically(Array(text.utf8), to: path, durable: false)
+            guard let directory = directory.withLock({ $0 }) else { return }
+            try? directory.writeAtomically(Array(text.utf8), to: RuntimeStatus.fileName)
         }
     }
 }

@@ -174,6 +174,9 @@ in_sandbox systemctl stop vigild
 # shellcheck source=disk-full.sh
 . "$here/disk-full.sh"
 
+# shellcheck source=client.sh
+. "$here/client.sh"
+
 # --- systemd 254 with Type=notify-reload ---
 echo "# systemd 254 with notify-reload.conf"
 kill -s SIGRTMIN+4 "$pid"

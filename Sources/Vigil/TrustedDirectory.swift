@@ -1,0 +1,293 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// A directory that is safe to read and write files in, held open by descriptor: every file
+/// operation goes through that descriptor (`openat`, `renameat`), so swapping a path component
+/// after the check changes nothing.
+///
+/// The rule (checked on the opened descriptor with `fstat`, never on a path):
+///
+/// 1. The directory itself is not a symbolic link, and not writable by group or others.
+/// 2. It is owned by the caller (effective uid) or by root — **or**, for a daemon's runtime
+///    directory that systemd created for a `DynamicUser=` (`/run/vigild`, owned by that uid,
+///    mode 0755), by another uid when every directory above it (followed through `..` up to
+///    `/`, so symbolic links on the way do not matter) is owned by root or the caller and is not
+///    writable by group or others. Nobody else can then have made it or can replace it: a
+///    directory in `/tmp` (world-writable) owned by another user is refused.
+/// 3. With `privateToCaller` (the last-resort directory in `/tmp`), it must be owned by the
+///    caller and have no group or other permissions at all (mode 0700).
+///
+/// Files in it are read only when they are regular files owned by the directory's owner or
+/// root, no larger than a limit, opened with `O_NOFOLLOW | O_NONBLOCK` (a FIFO cannot block
+/// the reader); files are written through a temporary created with `O_EXCL | O_NOFOLLOW`, so a
+/// planted symbolic link is never written through.
+package final class TrustedDirectory: Sendable {
+    /// The path as given, for messages.
+    package let path: String
+    /// The owner of the directory, as `fstat` saw it.
+    package let owner: uid_t
+    private let descriptor: Int32
+
+    private init(path: String, descriptor: Int32, owner: uid_t) {
+        self.path = path
+        self.descriptor = descriptor
+        self.owner = owner
+    }
+
+    deinit { close(descriptor) }
+
+    /// Opens and checks an existing directory.
+    ///
+    /// - Parameter privateToCaller: also require ownership by the caller and mode 0700.
+    package static func open(
+        _ path: String,
+        privateToCaller: Bool = false
+    ) throws(TrustedDirectoryError)
+        -> TrustedDirectory
+    {
+        let descriptor = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            let error = errno
+            // O_NOFOLLOW on a symbolic link gives ELOOP (ENOTDIR with O_DIRECTORY on some kernels).
+            var link = stat()
+            if lstat(path, &link) == 0 && (link.st_mode & S_IFMT) == S_IFLNK {
+                throw TrustedDirectoryError(path: path, reason: "is a symbolic link: refusing to use it")
+            }
+            // Another user's directory we may not even open (mode 0700): say whose it is.
+            let caller = geteuid()
+            if error == EACCES && lstat(path, &link) == 0 && link.st_uid != caller && link.st_uid != 0 {
+                let whom = privateToCaller ? "you (uid \(caller))" : "you or root"
+                throw TrustedDirectoryError(
+                    path: path,
+                    reason: "is owned by uid \(link.st_uid), not by \(whom): refusing to use it"
+                )
+            }
+            throw TrustedDirectoryError(path: path, errno: error)
+        }
+        do {
+            let owner = try check(descriptor, path: path, privateToCaller: privateToCaller)
+            return TrustedDirectory(path: path, descriptor: descriptor, owner: owner)
+        } catch {
+            close(descriptor)
+            throw error
+        }
+    }
+
+    /// Creates the directory (and missing parents, mode 0700) when it does not exist, then
+    /// opens and checks it like ``open(_:privateToCaller:)``.
+    package static func create(
+        _ path: String,
+        privateToCaller: Bool = false
+    ) throws(TrustedDirectoryError)
+        -> TrustedDirectory
+    {
+        do {
+            try FileSystem.makeDirectories(path)
+        } catch {
+            throw TrustedDirectoryError(path: error.path, errno: error.errno)
+        }
+        return try open(path, privateToCaller: privateToCaller)
+    }
+
+    private static func check(
+        _ descriptor: Int32,
+        path: String,
+        privateToCaller: Bool
+    ) throws(TrustedDirectoryError)
+        -> uid_t
+    {
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw TrustedDirectoryError(path: path, errno: errno) }
+        guard (info.st_mode & S_IFMT) == S_IFDIR else {
+            throw TrustedDirectoryError(path: path, reason: "is not a directory: refusing to use it")
+        }
+        let caller = geteuid()
+        if privateToCaller {
+            guard info.st_uid == caller else {
+                throw TrustedDirectoryError(
+                    path: path,
+                    reason: "is owned by uid \(info.st_uid), not by you (uid \(caller)): refusing to use it"
+                )
+            }
+            guard info.st_mode & 0o077 == 0 else {
+                throw TrustedDirectoryError(
+                    path: path,
+                    reason: "has mode \(octal(info.st_mode & 0o7777)), not 0700: refusing to use it"
+                )
+            }
+        }
+        guard info.st_mode & 0o022 == 0 else {
+            throw TrustedDirectoryError(
+                path: path,
+                reason: "is writable by group or others (mode \(octal(info.st_mode & 0o7777))): refusing to use it"
+            )
+        }
+        if info.st_uid == caller || info.st_uid == 0 { return info.st_uid }
+        // Another uid's directory (a DynamicUser's runtime directory): only if nobody but root or
+        // the caller could have created or replaced it.
+        if let parent = try untrustedAncestor(of: descriptor, path: path) {
+            throw TrustedDirectoryError(
+                path: path,
+                reason: "is owned by uid \(info.st_uid), not by you or root, and \(parent): refusing to use it"
+            )
+        }
+        return info.st_uid
+    }
+
+    /// The first directory above `descriptor` that is not owned by root or the caller or is
+    /// writable by group or others, described; `nil` when the whole chain up to `/` is trusted.
+    private static func untrustedAncestor(of descriptor: Int32, path: String) throws(TrustedDirectoryError) -> String? {
+        let caller = geteuid()
+        var current = dup(descriptor)
+        guard current >= 0 else { throw TrustedDirectoryError(path: path, errno: errno) }
+        defer { close(current) }
+        var name = FileSystem.parent(of: path)
+        var here = stat()
+        guard fstat(current, &here) == 0 else { throw TrustedDirectoryError(path: path, errno: errno) }
+        // A path is at most a few thousand levels deep; the bound only guards against a loop.
+        for _ in 0..<4096 {
+            let parent = openat(current, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            guard parent >= 0 else { throw TrustedDirectoryError(path: name, errno: errno) }
+            close(current)
+            current = parent
+            var info = stat()
+            guard fstat(parent, &info) == 0 else { throw TrustedDirectoryError(path: name, errno: errno) }
+            if info.st_dev == here.st_dev && info.st_ino == here.st_ino { return nil }  // reached `/`
+            if info.st_uid != 0 && info.st_uid != caller {
+                return "its parent \(name) is owned by uid \(info.st_uid)"
+            }
+            if info.st_mode & 0o022 != 0 {
+                return "its parent \(name) is writable by group or others (mode \(octal(info.st_mode & 0o7777)))"
+            }
+            here = info
+            name = FileSystem.parent(of: name)
+        }
+        return "its parent chain is too deep"
+    }
+
+    private static func octal(_ mode: mode_t) -> String {
+        let digits = String(mode, radix: 8)
+        return String(repeating: "0", count: max(0, 4 - digits.count)) + digits
+    }
+
+    /// The path of `name` in this directory, for messages.
+    package func path(of name: String) -> String { path + "/" + name }
+
+    /// Reads the regular file `name`: opened with `O_NOFOLLOW | O_NONBLOCK`, refused unless it
+    /// is a regular file owned by the directory's owner or root and at most `limit` bytes.
+    package func read(_ name: String, limit: Int = 1 << 20) throws(TrustedDirectoryError) -> [UInt8] {
+        let file = openat(descriptor, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard file >= 0 else {
+            if errno == ELOOP {
+                throw TrustedDirectoryError(path: path(of: name), reason: "is a symbolic link: refusing to read it")
+            }
+            throw TrustedDirectoryError(path: path(of: name), errno: errno)
+        }
+        defer { close(file) }
+        var info = stat()
+        guard fstat(file, &info) == 0 else { throw TrustedDirectoryError(path: path(of: name), errno: errno) }
+        guard (info.st_mode & S_IFMT) == S_IFREG else {
+            throw TrustedDirectoryError(path: path(of: name), reason: "is not a regular file: refusing to read it")
+        }
+        guard info.st_uid == owner || info.st_uid == 0 else {
+            throw TrustedDirectoryError(
+                path: path(of: name),
+                reason:
+                    "is owned by uid \(info.st_uid), not by the directory's owner (uid \(owner)) or root: refusing to read it"
+            )
+        }
+        guard info.st_size <= limit else {
+            throw TrustedDirectoryError(
+                path: path(of: name),
+                reason: "is \(info.st_size) bytes, more than the \(limit) this file may have: refusing to read it"
+            )
+        }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 16384)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { buffer in Glibc.read(file, buffer.baseAddress, buffer.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw TrustedDirectoryError(path: path(of: name), errno: errno)
+            }
+            if count == 0 { return bytes }
+            bytes += chunk[0..<count]
+            // The file may have grown since the fstat.
+            guard bytes.count <= limit else {
+                throw TrustedDirectoryError(
+                    path: path(of: name),
+                    reason: "grew beyond the \(limit) bytes this file may have: refusing to read it"
+                )
+            }
+        }
+    }
+
+    /// Replaces `name` with `bytes` atomically: a temporary `<name>.tmp` created with
+    /// `O_CREAT | O_EXCL | O_NOFOLLOW` (whatever was there, a stale file or a symbolic link, is
+    /// unlinked, never followed), then `renameat` over `name`. No `fsync`: for runtime files on
+    /// tmpfs.
+    package func writeAtomically(_ bytes: [UInt8], to name: String, mode: mode_t = 0o600) throws(TrustedDirectoryError)
+    {
+        let temporary = name + ".tmp"
+        let flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC
+        var file = openat(descriptor, temporary, flags, mode)
+        if file < 0 && errno == EEXIST {
+            // Left over from a crash, or planted: remove the entry itself (unlinkat never follows).
+            unlinkat(descriptor, temporary, 0)
+            file = openat(descriptor, temporary, flags, mode)
+        }
+        guard file >= 0 else { throw TrustedDirectoryError(path: path(of: temporary), errno: errno) }
+        var failure: Int32?
+        bytes.withUnsafeBytes { buffer in
+            var offset = 0
+            while offset < buffer.count, let base = buffer.baseAddress {
+                let written = Glibc.write(file, base + offset, buffer.count - offset)
+                if written < 0 && errno == EINTR { continue }
+                if written <= 0 {
+                    failure = written < 0 ? errno : EIO
+                    return
+                }
+                offset += written
+            }
+        }
+        close(file)
+        if let failure {
+            unlinkat(descriptor, temporary, 0)
+            throw TrustedDirectoryError(path: path(of: temporary), errno: failure)
+        }
+        guard renameat(descriptor, temporary, descriptor, name) == 0 else {
+            let error = errno
+            unlinkat(descriptor, temporary, 0)
+            throw TrustedDirectoryError(path: path(of: name), errno: error)
+        }
+    }
+}
+
+/// Why a directory or a file in it was not used: the path and the reason, e.g.
+/// "/tmp/vigild-0 is owned by uid 1000, not by you or root, and its parent /tmp is writable by
+/// group or others (mode 1777): refusing to use it".
+package struct TrustedDirectoryError: Error, Hashable, CustomStringConvertible {
+    /// The path involved.
+    package let path: String
+    /// What is wrong with it.
+    package let reason: String
+    /// The OS's error number when a call failed (`ENOENT` when it does not exist), else `nil`.
+    package let errno: Int32?
+
+    package init(path: String, reason: String) {
+        self.path = path
+        self.reason = reason
+        self.errno = nil
+    }
+
+    package init(path: String, errno: Int32) {
+        self.path = path
+        self.reason = String(cString: strerror(errno))
+        self.errno = errno
+    }
+
+    package var description: String { errno == nil ? "\(path) \(reason)" : "\(path): \(reason)" }
+}

@@ -1,0 +1,404 @@
+import Glibc
+import Testing
+import Vigil
+import VigilTesting
+
+@testable import vigild
+
+/// `vigild reload` and `vigild status` against hostile runtime directories, forged status
+/// files and bad arguments: real client processes, real signals, a real `sleep` as the process
+/// an attacker wants signalled (issue 10, items 14–16).
+@Suite(.serialized) struct ClientSafetyTests {
+    /// An unprivileged uid with no account here: the client runs as it through `setpriv`.
+    static let otherUID: uid_t = 64_999
+
+    struct Outcome {
+        var status: Int32
+        var output: String
+    }
+
+    /// Runs the client to completion; `user` runs it as that uid (and gid) via `setpriv`.
+    static func client(
+        _ arguments: [String],
+        environment: [String: String] = [:],
+        unset: [String] = ["RUNTIME_DIRECTORY", "XDG_RUNTIME_DIR"],
+        user: uid_t? = nil
+    ) async throws -> Outcome {
+        let output = VigildBinary.temporaryDirectory() + "/client.log"
+        var command = ["/usr/bin/env"] + unset.flatMap { ["-u", $0] }
+        command += environment.map { "\($0.key)=\($0.value)" }
+        if let user {
+            command += ["setpriv", "--reuid=\(user)", "--regid=\(user)", "--clear-groups"]
+        }
+        command += [VigildBinary.path] + arguments
+        let process = try DaemonProcess(
+            executable: command[0],
+            arguments: Array(command.dropFirst()),
+            outputPath: output
+        )
+        let status = try await process.waitForExit()
+        return Outcome(status: status, output: TextFile.read(output) ?? "")
+    }
+
+    /// A process an attacker would like signalled: `sleep`, as `user` when given; with
+    /// `ignoringHangup` it survives SIGHUP (a stand-in daemon that never answers by itself).
+    static func victim(user: uid_t? = nil, ignoringHangup: Bool = false) throws -> DaemonProcess {
+        var command: [String] = []
+        if let user { command += ["/usr/bin/setpriv", "--reuid=\(user)", "--regid=\(user)", "--clear-groups"] }
+        command += ["/bin/sh", "-c", (ignoringHangup ? "trap '' HUP; " : "") + "exec sleep 300"]
+        return try DaemonProcess(executable: command[0], arguments: Array(command.dropFirst()))
+    }
+
+    /// Field 22 of /proc/<pid>/stat, read independently of the code under test.
+    static func startTime(_ pid: Int32) throws -> UInt64 {
+        let text = try #require(TextFile.read("/proc/\(pid)/stat"))
+        let afterName = text[text.index(after: try #require(text.lastIndex(of: ")")))...]
+        return try #require(UInt64(afterName.split(separator: " ")[19]))
+    }
+
+    static func statusJSON(
+        pid: Int32,
+        startTime: UInt64?,
+        state: String = "running",
+        lastReload: String = "null",
+        message: String = "alive"
+    ) -> String {
+        """
+        {"pid": \(pid), \(startTime.map { "\"processStartTime\": \($0), " } ?? "")"state": "\(state)", \
+        "generation": 3, "lastReload": \(lastReload), "heartbeats": 7, \
+        "heartbeat": {"interval": 1, "message": "\(message)"}, "startedAt": \(time(nil)), \
+        "previousShutdownClean": true}
+        """
+    }
+
+    /// Creates `path` with `mode`, owned by `owner`, holding a status file (owned by `owner`
+    /// too) that names `pid`.
+    static func plant(_ path: String, owner: uid_t, mode: mode_t = 0o755, status: String) {
+        mkdir(path, mode)
+        chmod(path, mode)
+        TextFile.write(path + "/status.json", status)
+        chown(path + "/status.json", owner, owner)
+        chown(path, owner, owner)
+    }
+
+    static func stop(_ process: DaemonProcess) async throws {
+        process.send(SIGKILL)
+        _ = try await process.waitForExit()
+    }
+
+    // MARK: item 14: untrusted runtime directories
+
+    @Test(.enabled(if: getuid() == 0, "planting another uid's directory needs root"))
+    func aDirectoryOwnedByAnotherUserInTmpIsRefusedAndItsPidNotSignalled() async throws {
+        let sleeper = try Self.victim()
+        let planted = VigildBinary.temporaryDirectory() + "/run"
+        // Everything valid except who owns the directory: even the start time matches.
+        Self.plant(
+            planted,
+            owner: 65_534,
+            status: Self.statusJSON(pid: sleeper.pid, startTime: try Self.startTime(sleeper.pid))
+        )
+        for command in [["reload"], ["status"], ["status", "--json"]] {
+            let outcome = try await Self.client(command + ["--runtime-directory", planted])
+            #expect(outcome.status == 2, "\(command): \(outcome.output)")
+            #expect(
+                outcome.output.contains(
+                    "\(planted) is owned by uid 65534, not by you or root, and its parent /tmp is writable by group or others (mode 1777): refusing to use it"
+                ),
+                "\(outcome.output)"
+            )
+        }
+        #expect(sleeper.exitStatus == nil && kill(sleeper.pid, 0) == 0, "the planted pid was not signalled")
+        try await Self.stop(sleeper)
+    }
+
+    @Test(.enabled(if: getuid() == 0, "running the client as another uid needs root"))
+    func theDefaultTmpDirectoryIsUsedOnlyWhenTheCallersOwnWithMode0700() async throws {
+        let uid = Self.otherUID
+        let sleeper = try Self.victim(user: uid)
+        let status = Self.statusJSON(pid: sleeper.pid, startTime: try Self.startTime(sleeper.pid))
+        let path = "/tmp/vigild-\(uid)"
+        rmdirTree(path)
+        defer { rmdirTree(path) }
+        // Without $XDG_RUNTIME_DIR the last resort is /tmp/vigild-<uid>: planted by someone else…
+        Self.plant(path, owner: 65_534, mode: 0o700, status: status)
+        var outcome = try await Self.client(["reload"], user: uid)
+        #expect(outcome.status == 2)
+        #expect(outcome.output.contains("\(path) is owned by uid 65534, not by you (uid \(uid)): refusing to use it"))
+        // …or the caller's but open to others…
+        Self.plant(path, owner: uid, mode: 0o755, status: status)
+        outcome = try await Self.client(["reload"], user: uid)
+        #expect(outcome.status == 2)
+        #expect(outcome.output.contains("\(path) has mode 0755, not 0700: refusing to use it"), "\(outcome.output)")
+        #expect(sleeper.exitStatus == nil && kill(sleeper.pid, 0) == 0, "the planted pid was not signalled")
+        // …and only the caller's own 0700 directory is read.
+        chmod(path, 0o700)
+        outcome = try await Self.client(["status"], user: uid)
+        #expect(outcome.status == 0, "\(outcome.output)")
+        #expect(outcome.output.contains("vigild pid \(sleeper.pid): running, configuration generation 3"))
+        try await Self.stop(sleeper)
+    }
+
+    @Test(.enabled(if: getuid() == 0, "the root default needs root"))
+    func rootNeverReadsTmpOrXDGRuntimeDirByDefault() async throws {
+        let sleeper = try Self.victim()
+        let xdg = VigildBinary.temporaryDirectory()
+        let status = Self.statusJSON(pid: sleeper.pid, startTime: try Self.startTime(sleeper.pid))
+        Self.plant(xdg + "/vigild", owner: 0, mode: 0o700, status: status)
+        // `sudo vigild reload` keeps no $RUNTIME_DIRECTORY; root's default is /run/vigild only.
+        let outcome = try await Self.client(
+            ["reload"],
+            environment: ["XDG_RUNTIME_DIR": xdg],
+            unset: ["RUNTIME_DIRECTORY"]
+        )
+        #expect(outcome.status == 2)
+        #expect(outcome.output.contains("no running vigild found"), "\(outcome.output)")
+        #expect(!outcome.output.contains(xdg), "\(outcome.output)")
+        #expect(sleeper.exitStatus == nil && kill(sleeper.pid, 0) == 0)
+        try await Self.stop(sleeper)
+    }
+
+    @Test func aSymlinkPlantedAtTheTemporaryStatusFileIsNotWrittenThrough() async throws {
+        let directory = VigildBinary.temporaryDirectory()
+        let runtime = directory + "/run"
+        mkdir(runtime, 0o700)
+        let victim = directory + "/victim"
+        TextFile.write(victim, "precious\n")
+        chmod(victim, 0o600)
+        symlink(victim, runtime + "/status.json.tmp")
+        let socket = try FakeNotifySocket()
+        let daemon = try DaemonProcess(
+            executable: VigildBinary.path,
+            arguments: ["run", "--state-directory", directory + "/state", "--runtime-directory", runtime],
+            environment: ["NOTIFY_SOCKET": socket.path],
+            outputPath: directory + "/output.log"
+        )
+        try await socket.datagrams.wait("READY=1") { $0.contains { $0.lines.contains("READY=1") } }
+        let reload = try await Self.client(["reload", "--runtime-directory", runtime])
+        #expect(reload.status == 0, "\(reload.output)")
+        daemon.send(SIGTERM)
+        #expect(try await daemon.waitForExit() == 0)
+        #expect(TextFile.read(victim) == "precious\n", "the symlink's target was not written")
+        var info = stat()
+        #expect(lstat(runtime + "/status.json", &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG)
+        #expect(TextFile.read(runtime + "/status.json")?.contains("\"generation\": 2") == true)
+    }
+
+    @Test(.enabled(if: getuid() == 0, "planting another uid's directory needs root"))
+    func theDaemonRefusesToStartInAnUntrustedRuntimeDirectory() async throws {
+        let directory = VigildBinary.temporaryDirectory()
+        chmod(directory, 0o1777)
+        let runtime = directory + "/run"
+        mkdir(runtime, 0o755)
+        chown(runtime, 65_534, 65_534)
+        let daemon = try DaemonProcess(
+            executable: VigildBinary.path,
+            arguments: ["run", "--state-directory", directory + "/state", "--runtime-directory", runtime],
+            outputPath: directory + "/output.log"
+        )
+        #expect(try await daemon.waitForExit() != 0)
+        let output = TextFile.read(directory + "/output.log") ?? ""
+        #expect(output.contains("\(runtime) is owned by uid 65534, not by you or root"), "\(output)")
+        #expect(!FileSystem.exists(runtime + "/status.json"))
+    }
+
+    // MARK: item 15: prove the pid is the daemon's
+
+    @Test func reloadSignalsOnlyTheDaemonTheStatusFileDescribes() async throws {
+        let socket = try FakeNotifySocket()
+        let (daemon, directory) = try await VigildBinary.start(socket: socket)
+        let runtime = directory + "/run"
+        let sleeper = try Self.victim()
+        // --pid of a process that is not the daemon, and pids that signal groups or everything.
+        for pid in ["\(sleeper.pid)", "1", "0", "-1"] {
+            let outcome = try await Self.client(["reload", "--runtime-directory", runtime, "--pid=\(pid)"])
+            #expect(outcome.status == 2, "--pid=\(pid): \(outcome.output)")
+            #expect(outcome.output.contains("refusing to signal pid \(pid)"), "\(outcome.output)")
+        }
+        #expect(sleeper.exitStatus == nil && kill(sleeper.pid, 0) == 0, "the sleep was not signalled")
+        let datagrams = socket.datagrams.values
+        #expect(!datagrams.contains { $0.lines.contains("RELOADING=1") }, "the daemon was not reloaded either")
+
+        // The daemon records its own start time; a correct --pid works.
+        let status = try #require(TextFile.read(runtime + "/status.json"))
+        #expect(status.contains("\"processStartTime\": \(try Self.startTime(daemon.pid))"), "\(status)")
+        let good = try await Self.client(["reload", "--runtime-directory", runtime, "--pid", "\(daemon.pid)"])
+        #expect(good.status == 0, "\(good.output)")
+        daemon.send(SIGTERM)
+        #expect(try await daemon.waitForExit() == 0)
+        try await Self.stop(sleeper)
+    }
+
+    @Test func aForgedStatusFileNamingAnotherProcessIsRefused() async throws {
+        let runtime = VigildBinary.temporaryDirectory()
+        let sleeper = try Self.victim()
+        let actual = try Self.startTime(sleeper.pid)
+        for (forged, reason) in [
+            (Self.statusJSON(pid: sleeper.pid, startTime: actual + 1), "it started at tick \(actual)"),
+            (Self.statusJSON(pid: sleeper.pid, startTime: nil), "does not record the daemon's start time"),
+            (Self.statusJSON(pid: -1, startTime: actual), "refusing to signal pid -1"),
+            (Self.statusJSON(pid: 0, startTime: actual), "refusing to signal pid 0"),
+        ] {
+            TextFile.write(runtime + "/status.json", forged)
+            let outcome = try await Self.client(["reload", "--runtime-directory", runtime])
+            #expect(outcome.status == 2, "\(outcome.output)")
+            #expect(outcome.output.contains(reason), "\(outcome.output)")
+        }
+        #expect(sleeper.exitStatus == nil && kill(sleeper.pid, 0) == 0, "the sleep was not signalled")
+        try await Self.stop(sleeper)
+    }
+
+    @Test func badTimeoutsAreUsageErrors() async throws {
+        let runtime = VigildBinary.temporaryDirectory()
+        let sleeper = try Self.victim()
+        TextFile.write(
+            runtime + "/status.json",
+            Self.statusJSON(pid: sleeper.pid, startTime: try Self.startTime(sleeper.pid))
+        )
+        for timeout in ["-1", "nan", "inf", "-inf", "1e300", "0", "86401", "soon"] {
+            let outcome = try await Self.client(["reload", "--runtime-directory", runtime, "--timeout=\(timeout)"])
+            // 64 (EX_USAGE): what ArgumentParser exits with for a validation or parse error.
+            #expect(outcome.status == 64, "--timeout=\(timeout): \(outcome.output)")
+            #expect(outcome.output.contains("--timeout"), "\(outcome.output)")
+        }
+        #expect(sleeper.exitStatus == nil && kill(sleeper.pid, 0) == 0, "no signal was sent")
+        try await Self.stop(sleeper)
+    }
+
+    // MARK: item 16: control characters from files are escaped
+
+    @Test func controlCharactersFromTheStatusFileAreEscapedInReloadAndStatus() async throws {
+        let runtime = VigildBinary.temporaryDirectory()
+        // A stand-in daemon that survives the SIGHUP; its "answer" is already in the file, dated
+        // far in the future so it counts as the answer to this reload.
+        let standIn = try Self.victim(ignoringHangup: true)
+        let forged = #"x\n<0>sshd[1]: FORGED\u001b[31m\u009b\t\u007f"#
+        let reload = #"{"result": "rejected", "reason": "\#(forged)", "beganMonotonicUsec": 9223372036854775807}"#
+        TextFile.write(
+            runtime + "/status.json",
+            Self.statusJSON(
+                pid: standIn.pid,
+                startTime: try Self.startTime(standIn.pid),
+                lastReload: reload,
+                message: forged
+            )
+        )
+        let escaped = #"x\n<0>sshd[1]: FORGED\u{1b}[31m\u{9b}\t\u{7f}"#
+        let rejected = try await Self.client(["reload", "--runtime-directory", runtime])
+        #expect(rejected.status == 1)
+        #expect(rejected.output == "vigild: reload rejected: \(escaped); still running generation 3\n")
+
+        let text = try await Self.client(["status", "--runtime-directory", runtime])
+        #expect(text.status == 0)
+        #expect(text.output.split(separator: "\n").count == 5, "\(text.output)")
+        #expect(text.output.contains("  last reload:    rejected: \(escaped)\n"))
+        #expect(text.output.contains("(every 1.0 s: \"\(escaped)\")"))
+        #expect(
+            !text.output.unicodeScalars.contains { $0.value < 0x20 && $0 != "\n" || (0x7f...0x9f).contains($0.value) }
+        )
+
+        // --json stays valid JSON and carries the exact text.
+        let json = try await Self.client(["status", "--runtime-directory", runtime, "--json"])
+        #expect(json.status == 0)
+        let parsed = try JSONParser.parse(Array(json.output.utf8))
+        guard case .object(let members) = parsed.kind,
+            case .object(let heartbeat)? = members.first(where: { $0.key == "heartbeat" })?.value.kind,
+            case .string(let message)? = heartbeat.first(where: { $0.key == "message" })?.value.kind
+        else {
+            Issue.record("unexpected JSON: \(json.output)")
+            return
+        }
+        #expect(message == "x\n<0>sshd[1]: FORGED\u{1b}[31m\u{9b}\t\u{7f}")
+        try await Self.stop(standIn)
+    }
+
+    @Test func escapingCoversC0DelAndC1() {
+        #expect("plain é ✓".escapingControlCharacters == "plain é ✓")
+        #expect(
+            "a\nb\r\t\u{0}\u{1b}\u{7f}\u{80}\u{9f}\u{a0}".escapingControlCharacters
+                == #"a\nb\r\t\u{0}\u{1b}\u{7f}\u{80}\u{9f}"# + "\u{a0}"
+        )
+    }
+
+    @Test func startTimeIsField22CountedFromTheLastParenthesis() {
+        let fields = (3...52).map { $0 == 22 ? "4242" : "\($0)" }.joined(separator: " ")
+        #expect(ProcessStartTime.parse(statLine: Array("77 (a) (b c) d) \(fields)\n".utf8)) == 4242)
+        #expect(ProcessStartTime.parse(statLine: Array("77 (x) 1 2".utf8)) == nil)
+        #expect(ProcessStartTime.parse(statLine: Array("77 (x \(fields)".utf8)) == nil)
+        let huge = (3...52).map { $0 == 22 ? "99999999999999999999999" : "1" }.joined(separator: " ")
+        #expect(ProcessStartTime.parse(statLine: Array("7 (x) \(huge)".utf8)) == nil)
+        #expect(ProcessStartTime.current == (try? Self.startTime(getpid())))
+    }
+}
+
+/// Removes a directory and the files in it (one level deep, as the tests plant them).
+private func rmdirTree(_ path: String) {
+    guard let directory = opendir(path) else { return }
+    while let entry = readdir(directory) {
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        if name != "." && name != ".." { unlink(path + "/" + name) }
+    }
+    closedir(directory)
+    rmdir(path)
+}
+
+/// The pid proof without processes: `/proc` visible, hidden (the shipped unit), or gone.
+struct DaemonProofTests {
+    let status = RuntimeStatus(
+        pid: 4242,
+        processStartTime: 77,
+        state: "running",
+        generation: 1,
+        lastReload: nil,
+        heartbeats: 0,
+        heartbeat: .init(interval: 1, message: "alive"),
+        startedAt: 0,
+        previousShutdownClean: true
+    )
+
+    func verify(startTime: UInt64?, mainPID: String?, requested: Int32? = nil, pid: Int32? = nil) -> String {
+        var status = status
+        if let pid { status.pid = pid }
+        do {
+            let pid = try Reload.verifiedDaemon(
+                status,
+                requested: requested,
+                file: "status.json",
+                startTime: { _ in startTime },
+                mainPID: mainPID
+            )
+            return "signal \(pid)"
+        } catch {
+            return error.description
+        }
+    }
+
+    @Test func aVisibleProcessMustHaveTheRecordedStartTime() {
+        #expect(verify(startTime: 77, mainPID: nil) == "signal 4242")
+        #expect(verify(startTime: 78, mainPID: "4242").hasPrefix("refusing to signal pid 4242: it started at tick 78"))
+        #expect(verify(startTime: 77, mainPID: nil, requested: 4243).hasPrefix("refusing to signal pid 4243"))
+    }
+}
+
+extension DaemonProofTests {
+    @Test func aHiddenProcessIsAcceptedOnlyAsSystemdsMainPID() async throws {
+        let me = getpid()
+        #expect(verify(startTime: nil, mainPID: "\(me)", pid: me) == "signal \(me)")
+        #expect(
+            verify(startTime: nil, mainPID: nil, pid: me).hasPrefix(
+                "refusing to signal pid \(me): /proc/\(me) is hidden"
+            )
+        )
+        #expect(
+            verify(startTime: nil, mainPID: "1", pid: me).hasPrefix(
+                "refusing to signal pid \(me): /proc/\(me) is hidden"
+            )
+        )
+        let exited = try DaemonProcess(executable: "/bin/true")
+        _ = try await exited.waitForExit()
+        #expect(
+            verify(startTime: nil, mainPID: "\(exited.pid)", pid: exited.pid)
+                == "pid \(exited.pid) named in status.json is not running"
+        )
+    }
+}
