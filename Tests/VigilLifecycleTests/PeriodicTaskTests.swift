@@ -27,6 +27,8 @@ import VigilTesting
         }
         defer { reloads.cancel() }
         try await ticks.wait(timeout: .seconds(10), "three ticks despite rescheduling") { $0.count >= 3 }
+        reloads.cancel()
+        await reloads.value
         await task.stop()
         #expect(task.interval == .zero)
     }
