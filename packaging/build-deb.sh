@@ -14,12 +14,13 @@ version=$(sed -n 's/.*static let version = "\(.*\)"/\1/p' Sources/vigild/Vigild.
 arch=$(dpkg --print-architecture)
 scratch=$project/.build-release
 
-swift build -c release --static-swift-stdlib --product vigild --scratch-path "$scratch"
+# -z now: resolve every symbol at start (full RELRO), as Debian builds its own binaries.
+swift build -c release --static-swift-stdlib -Xlinker -z -Xlinker now --product vigild --scratch-path "$scratch"
 stage=$(mktemp -d /tmp/vigild-deb.XXXXXX)
 trap 'rm -rf "$stage"' EXIT
 package=$stage/vigild_${version}_${arch}
 install -D -m 0755 "$scratch/release/vigild" "$package/usr/bin/vigild"
-strip --strip-unneeded "$package/usr/bin/vigild"
+strip --strip-unneeded --remove-section=.comment "$package/usr/bin/vigild"
 install -D -m 0644 systemd/vigild.service "$package/lib/systemd/system/vigild.service"
 install -D -m 0644 packaging/vigild.json "$package/etc/vigild/vigild.json"
 install -D -m 0644 README.md "$package/usr/share/doc/vigild/README.md"
@@ -84,6 +85,7 @@ Description: Vigil reference daemon for systemd
  watchdog that pings only when the daemon is healthy.
 TEXT
 echo /etc/vigild/vigild.json > "$package/DEBIAN/conffiles"
+(cd "$package" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z | xargs -0 md5sum) > "$package/DEBIAN/md5sums"
 
 cat > "$package/DEBIAN/postinst" <<'TEXT'
 #!/bin/sh
