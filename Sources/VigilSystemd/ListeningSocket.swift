@@ -100,6 +100,8 @@ public struct ListeningSocket: Sendable, Hashable {
     ///   to pass with ``bind(_:backlog:)``;
     /// - several descriptors share `name` (one `.socket` unit with several `Listen*=` lines):
     ///   an error (`ambiguousName`) — give each address its own `.socket` unit and name;
+    /// - systemd passed a connection named `connection` (`Accept=yes`, which ignores
+    ///   `FileDescriptorName=`): an error (`notListening`) asking for `Accept=no`;
     /// - `name` was already adopted in this process: an error (`alreadyAdopted`).
     ///
     /// - Parameters:
@@ -163,6 +165,14 @@ public struct ListeningSocket: Sendable, Hashable {
         func list(_ descriptors: [ListenedFileDescriptor]) -> String {
             let shown = descriptors.prefix(6).map { "fd \($0.fileDescriptor) '\($0.name)'" }
             return shown.joined(separator: ", ") + (descriptors.count > shown.count ? ", …" : "")
+        }
+        // With Accept=yes systemd passes one connection per service instance and names it
+        // "connection", whatever FileDescriptorName= says: name the real cause.
+        if matching.isEmpty, let connection = passed.first(where: { $0.name == "connection" && !isListening($0) }) {
+            throw ListeningSocketError(
+                .notListening,
+                "systemd passed fd \(connection.fileDescriptor) 'connection', a connection rather than a listening socket, as Accept=yes passes (under that name whatever FileDescriptorName= says): use Accept=no in the .socket unit"
+            )
         }
         if matching.isEmpty {
             throw ListeningSocketError(
@@ -251,6 +261,12 @@ extension ListeningSocket {
             throw ListeningSocketError(.notOpen, "cannot set FD_CLOEXEC on \(label)", errno: errno)
         }
         return ListeningSocket(fileDescriptor: fd, origin: .adopted(name: descriptor.name))
+    }
+
+    private static func isListening(_ descriptor: ListenedFileDescriptor) -> Bool {
+        var value: Int32 = 0
+        var length = socklen_t(MemoryLayout<Int32>.size)
+        return getsockopt(descriptor.fileDescriptor, SOL_SOCKET, SO_ACCEPTCONN, &value, &length) == 0 && value != 0
     }
 
     private static func option(_ name: Int32, of fd: Int32, _ label: String) throws(ListeningSocketError) -> Int32 {

@@ -171,6 +171,8 @@ in_sandbox systemctl stop vigild
 
 # shellcheck source=disk-full.sh
 . "$here/disk-full.sh"
+# shellcheck source=socket-activation.sh
+. "$here/socket-activation.sh"
 
 # --- systemd 254 with Type=notify-reload ---
 echo "# systemd 254 with notify-reload.conf"

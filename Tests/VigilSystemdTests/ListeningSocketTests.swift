@@ -191,6 +191,22 @@ import VigilSystemd
         )
     }
 
+    @Test func aConnectionFromAcceptYesIsNamedAsSuch() throws {
+        // systemd 252 names an Accept=yes connection "connection" whatever FileDescriptorName= says.
+        var pair: [Int32] = [0, 0]
+        try #require(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0)
+        defer { for end in pair { close(end) } }
+        let passed = [ListenedFileDescriptor(fileDescriptor: pair[0], name: "connection")]
+        let error = #expect(throws: ListeningSocketError.self) {
+            try ListeningSocket(name: "http", from: passed, orBind: .tcp(host: "127.0.0.1", port: 0))
+        }
+        #expect(error?.code == .notListening)
+        #expect(
+            error?.message
+                == "systemd passed fd \(pair[0]) 'connection', a connection rather than a listening socket, as Accept=yes passes (under that name whatever FileDescriptorName= says): use Accept=no in the .socket unit"
+        )
+    }
+
     @Test func severalDescriptorsUnderOneNameAreAnError() {
         let passed = [
             ListenedFileDescriptor(fileDescriptor: 3, name: "http"),
