@@ -135,7 +135,7 @@ let package = Package(
         // (not a product: `swift build` builds it next to the test bundle).
         .executableTarget(
             name: "vigil-socket-probe",
-            dependencies: ["VigilSystemd"],
+            dependencies: ["VigilSystemd", "CVigilSystemd"],
             path: "Tests/SocketActivationProbe",
             swiftSettings: strict
         ),

@@ -23,6 +23,7 @@ public struct ListeningSocketError: Error, Hashable, CustomStringConvertible {
             case wrongFamily
             case invalidAddress
             case bindFailed
+            case storeFailed
         }
 
         private let base: Base
@@ -50,6 +51,9 @@ public struct ListeningSocketError: Error, Hashable, CustomStringConvertible {
         public static let invalidAddress = Self(.invalidAddress)
         /// `socket`, `bind` or `listen` failed; ``ListeningSocketError/errno`` says why.
         public static let bindFailed = Self(.bindFailed)
+        /// Handing the socket to systemd's file-descriptor store failed (an invalid name, or
+        /// `sd_pid_notify_with_fds` failed).
+        public static let storeFailed = Self(.storeFailed)
 
         public var description: String { "\(base)" }
     }

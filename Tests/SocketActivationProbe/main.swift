@@ -1,10 +1,13 @@
 // vigil-socket-probe: the socket-activated child of SocketActivationProcessTests.
 //
-// Usage: vigil-socket-probe [NAME [CONNECTIONS]]
+// Usage: vigil-socket-probe [NAME [CONNECTIONS [--store PORT]]]
 // Adopts the socket systemd (or the test) passed under NAME (default "http"), else binds
-// 127.0.0.1:0; prints one line saying what it got and what is left of LISTEN_* and
-// NOTIFY_SOCKET, then answers CONNECTIONS connections (default 1) with that line and exits 0.
+// 127.0.0.1:0 (127.0.0.1:PORT with --store); prints one line saying what it got and what is
+// left of LISTEN_* and NOTIFY_SOCKET, then answers CONNECTIONS connections (default 1) with that
+// line and exits 0. With --store it hands the socket to systemd's file-descriptor store under
+// NAME and then sends READY=1 (for a Type=notify unit with FileDescriptorStoreMax=).
 // A ListeningSocketError is printed as "error: CODE: MESSAGE" with exit status 1.
+import CVigilSystemd
 import VigilSystemd
 
 #if canImport(Glibc)
@@ -16,6 +19,7 @@ import VigilSystemd
 let arguments = CommandLine.arguments
 let name = arguments.count > 1 ? arguments[1] : "http"
 let connections = arguments.count > 2 ? max(0, Int(arguments[2]) ?? 1) : 1
+let storePort: UInt16? = arguments.count > 4 && arguments[3] == "--store" ? UInt16(arguments[4]) : nil
 
 /// Writes `text` to stdout unbuffered, so the test reads it even if the probe is killed.
 func say(_ text: String) {
@@ -28,7 +32,10 @@ func variable(_ name: String) -> String {
 
 let socket: ListeningSocket
 do throws(ListeningSocketError) {
-    socket = try ListeningSocket(name: name, orBind: .tcp(host: "127.0.0.1", port: 0))
+    socket = try ListeningSocket(name: name, orBind: .tcp(host: "127.0.0.1", port: storePort ?? 0))
+    if storePort != nil {
+        try socket.storeInServiceManager(name: name)
+    }
 } catch {
     say("error: \(error.code): \(error)\n")
     exit(1)
@@ -44,12 +51,30 @@ let line =
     + " LISTEN_PID=\(variable("LISTEN_PID")) LISTEN_FDS=\(variable("LISTEN_FDS"))"
     + " LISTEN_FDNAMES=\(variable("LISTEN_FDNAMES")) NOTIFY_SOCKET=\(variable("NOTIFY_SOCKET"))\n"
 say(line)
+if storePort != nil { _ = sd_notify(0, "READY=1") }
 
+// SIGTERM ends the loop between connections, never in the middle of an answer: a stop or
+// restart drops no accepted connection (what the file-descriptor store check counts).
+var terminate = sigset_t()
+sigemptyset(&terminate)
+sigaddset(&terminate, SIGTERM)
+sigprocmask(SIG_BLOCK, &terminate, nil)
+let signals = signalfd(-1, &terminate, Int32(SFD_CLOEXEC))
 var answered = 0
 while answered < connections {
+    var watched = [
+        pollfd(fd: socket.fileDescriptor, events: Int16(POLLIN), revents: 0),
+        pollfd(fd: signals, events: Int16(POLLIN), revents: 0),
+    ]
+    if poll(&watched, 2, -1) < 0 {
+        if errno == EINTR { continue }
+        say("error: poll: \(String(cString: strerror(errno)))\n")
+        exit(1)
+    }
+    if watched[1].revents != 0 { break }
     let connection = accept(socket.fileDescriptor, nil, nil)
     if connection < 0 {
-        if errno == EINTR { continue }
+        if errno == EINTR || errno == EAGAIN { continue }
         say("error: accept: \(String(cString: strerror(errno)))\n")
         exit(1)
     }

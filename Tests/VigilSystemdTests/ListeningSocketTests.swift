@@ -383,3 +383,14 @@ enum SocketClient {
         return String(decoding: bytes, as: UTF8.self)
     }
 }
+
+@Suite struct FileDescriptorStoreTests {
+    @Test(arguments: ["", "a:b", "tab\there", "new\nline", "é", String(repeating: "n", count: 256)])
+    func anInvalidNameIsRefusedBeforeAnythingIsSent(name: String) throws {
+        let socket = try ListeningSocket.bind(.tcp(host: "127.0.0.1", port: 0))
+        defer { socket.close() }
+        let error = #expect(throws: ListeningSocketError.self) { try socket.storeInServiceManager(name: name) }
+        #expect(error?.code == .storeFailed)
+        #expect(error?.message.contains("a name is 1 to 255 printable ASCII characters without ':'") == true)
+    }
+}
