@@ -25,7 +25,7 @@ in_sandbox systemctl start probe-http.socket probe-noname.socket probe-datagram.
 
 check "socket activation: the first connection starts the service, which answers on the adopted socket" bash -c "
   line=\$(nsenter -t $pid -a timeout 10 bash -c 'exec 3<>/dev/tcp/127.0.0.1/8080 && cat <&3'); echo \"\$line\"
-  [ \"\$line\" = 'origin=adopted:http fd=3 address=127.0.0.1:8080 cloexec=1 LISTEN_PID=- LISTEN_FDS=- LISTEN_FDNAMES=- NOTIFY_SOCKET=-' ] &&
+  [ \"\$line\" = 'origin=adopted:http fd=3 address=127.0.0.1:8080 cloexec=1 LISTEN_PID=- LISTEN_FDS=- LISTEN_FDNAMES=- NOTIFY_SOCKET=- again=alreadyAdopted' ] &&
   [ \"\$(nsenter -t $pid -a systemctl show -P ActiveState probe-http.service)\" = active ]"
 check "socket activation: a restarted service adopts the same socket again" bash -c "
   first=\$(nsenter -t $pid -a systemctl show -P MainPID probe-http.service)

@@ -3,8 +3,8 @@
 // Usage: vigil-socket-probe [NAME [CONNECTIONS [--store PORT]]]
 // Adopts the socket systemd (or the test) passed under NAME (default "http"), else binds
 // 127.0.0.1:0 (127.0.0.1:PORT with --store); prints one line saying what it got and what is
-// left of LISTEN_* and NOTIFY_SOCKET, then answers CONNECTIONS connections (default 1) with that
-// line and exits 0. With --store it hands the socket to systemd's file-descriptor store under
+// left of LISTEN_* and NOTIFY_SOCKET, and what a second request for NAME gives ("again="), then
+// answers CONNECTIONS connections (default 1) with that line and exits 0. With --store it hands the socket to systemd's file-descriptor store under
 // NAME and then sends READY=1 (for a Type=notify unit with FileDescriptorStoreMax=).
 // A ListeningSocketError is printed as "error: CODE: MESSAGE" with exit status 1.
 import CVigilSystemd
@@ -45,11 +45,19 @@ let origin =
     case .adopted(let name): "adopted:\(name)"
     case .bound: "bound"
     }
+// A second request for the same name: adopted sockets are handed out once per process.
+let again: String
+do throws(ListeningSocketError) {
+    let second = try ListeningSocket(name: name, orBind: .tcp(host: "127.0.0.1", port: storePort ?? 0))
+    again = second.origin == .bound ? "bound" : "adopted"
+} catch {
+    again = "\(error.code)"
+}
 let cloexec = fcntl(socket.fileDescriptor, F_GETFD) & FD_CLOEXEC != 0 ? 1 : 0
 let line =
     "origin=\(origin) fd=\(socket.fileDescriptor) address=\(socket.localAddress) cloexec=\(cloexec)"
     + " LISTEN_PID=\(variable("LISTEN_PID")) LISTEN_FDS=\(variable("LISTEN_FDS"))"
-    + " LISTEN_FDNAMES=\(variable("LISTEN_FDNAMES")) NOTIFY_SOCKET=\(variable("NOTIFY_SOCKET"))\n"
+    + " LISTEN_FDNAMES=\(variable("LISTEN_FDNAMES")) NOTIFY_SOCKET=\(variable("NOTIFY_SOCKET")) again=\(again)\n"
 say(line)
 if storePort != nil { _ = sd_notify(0, "READY=1") }
 

@@ -36,7 +36,7 @@ import VigilTesting
         let answer = SocketClient.readAll(client)
         #expect(
             answer
-                == "origin=adopted:http fd=4 address=127.0.0.1:\(port) cloexec=1 LISTEN_PID=- LISTEN_FDS=- LISTEN_FDNAMES=- NOTIFY_SOCKET=/run/vigil-probe-notify\n"
+                == "origin=adopted:http fd=4 address=127.0.0.1:\(port) cloexec=1 LISTEN_PID=- LISTEN_FDS=- LISTEN_FDNAMES=- NOTIFY_SOCKET=/run/vigil-probe-notify again=alreadyAdopted\n"
         )
         #expect(try await probe.waitForExit() == 0)
     }
