@@ -105,7 +105,8 @@ extension ListenedFileDescriptor {
 enum SocketActivation {
     /// `SD_LISTEN_FDS_START`.
     static let firstDescriptor: Int32 = 3
-    /// The most descriptors accepted from `LISTEN_FDS`: far above what a unit passes, low enough that a bogus count cannot exhaust memory.
+    /// The most descriptors accepted from `LISTEN_FDS`: far above what a unit passes, low enough
+    /// that a bogus count cannot exhaust memory.
     static let maximumCount: Int32 = 65536
 
     private struct State {
