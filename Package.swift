@@ -131,6 +131,14 @@ let package = Package(
             dependencies: ["vigild", "Vigil", "VigilTesting"],
             swiftSettings: strict
         ),
+        // The socket-activated child of Tests/VigilSystemdTests/SocketActivationProcessTests.swift
+        // (not a product: `swift build` builds it next to the test bundle).
+        .executableTarget(
+            name: "vigil-socket-probe",
+            dependencies: ["VigilSystemd", "CVigilSystemd"],
+            path: "Tests/SocketActivationProbe",
+            swiftSettings: strict
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

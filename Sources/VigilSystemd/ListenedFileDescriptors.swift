@@ -1,4 +1,4 @@
-import CVigilSystemd
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -10,36 +10,151 @@ import CVigilSystemd
 public struct ListenedFileDescriptor: Sendable, Hashable {
     /// The descriptor, already open in this process (from 3 upwards).
     public let fileDescriptor: Int32
-    /// Its `FileDescriptorName=` (default: the socket unit's name).
+    /// Its `FileDescriptorName=` (default: the socket unit's name; `unknown` when systemd sent
+    /// no names).
     public let name: String
+
+    /// A descriptor under a name, as systemd passes it (tests and the test kit make these).
+    public init(fileDescriptor: Int32, name: String) {
+        self.fileDescriptor = fileDescriptor
+        self.name = name
+    }
 }
 
 extension ListenedFileDescriptor {
     /// The descriptors systemd passed to this process, in order; empty when none.
     ///
-    /// The corresponding C function is `sd_listen_fds_with_names`. It checks `LISTEN_PID`, and
-    /// with `unsetEnvironment` it removes `LISTEN_FDS`, `LISTEN_PID` and `LISTEN_FDNAMES` so
-    /// children do not inherit them (it never touches `NOTIFY_SOCKET`).
+    /// Follows `sd_listen_fds_with_names(3)`: `LISTEN_PID` must be this process (otherwise the
+    /// variables were inherited and mean nothing here), `LISTEN_FDS` counts descriptors from 3
+    /// upwards, `LISTEN_FDNAMES` names them (colon-separated). Each passed descriptor gets
+    /// `FD_CLOEXEC`. The variables are read once per process; later calls return the same list
+    /// (or throw the same error), so ``ListeningSocket`` and this function can be mixed.
     ///
-    /// - Throws: ``SystemdError`` when the variables are malformed.
-    public static func adopt(unsetEnvironment: Bool = true) throws -> [ListenedFileDescriptor] {
-        var names: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?
-        let count = sd_listen_fds_with_names(unsetEnvironment ? 1 : 0, &names)
-        guard count >= 0 else {
-            throw SystemdError(errno: -count, "LISTEN_FDS/LISTEN_FDNAMES from the service manager are malformed")
+    /// - Parameter unsetEnvironment: remove `LISTEN_PID`, `LISTEN_FDS` and `LISTEN_FDNAMES` so
+    ///   children do not inherit them (`NOTIFY_SOCKET` is never touched). Only the first call
+    ///   in a process reads (and unsets) them.
+    /// - Throws: ``ListeningSocketError`` with code `malformedEnvironment` when the variables
+    ///   are not what systemd sets, `notOpen` when an announced descriptor is not open.
+    /// - Important: Reads and changes the process environment; call it early in `main`, before
+    ///   other threads read the environment.
+    public static func adopt(unsetEnvironment: Bool = true) throws(ListeningSocketError) -> [ListenedFileDescriptor] {
+        try SocketActivation.passed(unsetEnvironment: unsetEnvironment)
+    }
+
+    /// The descriptors `environment` announces to process `pid`, without touching them.
+    ///
+    /// Never traps: every number is parsed with bounds; descriptors must lie below
+    /// `descriptorLimit` (this process's `RLIMIT_NOFILE`) and number at most 65536, so a huge
+    /// `LISTEN_FDS` is refused instead of building a huge list.
+    package static func parse(
+        environment: (String) -> String?,
+        pid: Int32,
+        descriptorLimit: Int32
+    ) throws(ListeningSocketError) -> [ListenedFileDescriptor] {
+        let remedy =
+            "systemd sets it for a socket-activated service; unset LISTEN_PID, LISTEN_FDS and LISTEN_FDNAMES when starting the daemon by hand"
+        guard let pidText = environment("LISTEN_PID") else { return [] }
+        guard let listenPID = Int32(pidText), listenPID > 0 else {
+            throw ListeningSocketError(
+                .malformedEnvironment,
+                "LISTEN_PID='\(pidText.prefix(40))' is not a process id: \(remedy)"
+            )
         }
+        // Inherited from a socket-activated parent: meant for another process, so nothing here.
+        guard listenPID == pid else { return [] }
+        guard let countText = environment("LISTEN_FDS") else { return [] }
+        let start = SocketActivation.firstDescriptor
+        guard let count = Int32(countText), count >= 0 else {
+            throw ListeningSocketError(
+                .malformedEnvironment,
+                "LISTEN_FDS='\(countText.prefix(40))' is not a count of descriptors: \(remedy)"
+            )
+        }
+        guard Int64(count) <= Int64(descriptorLimit) - Int64(start) else {
+            throw ListeningSocketError(
+                .malformedEnvironment,
+                "LISTEN_FDS=\(count) announces descriptors up to fd \(Int64(start) + Int64(count) - 1), beyond this process's limit of \(descriptorLimit) open files (RLIMIT_NOFILE): \(remedy)"
+            )
+        }
+        // Without LISTEN_FDNAMES the list below is built from the count alone: keep it sane.
+        guard count <= SocketActivation.maximumCount else {
+            throw ListeningSocketError(
+                .malformedEnvironment,
+                "LISTEN_FDS=\(count) is more descriptors than Vigil accepts (\(SocketActivation.maximumCount)): \(remedy)"
+            )
+        }
+        let names: [String]
+        if let namesText = environment("LISTEN_FDNAMES") {
+            names = namesText.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+            guard names.count == count else {
+                throw ListeningSocketError(
+                    .malformedEnvironment,
+                    "LISTEN_FDNAMES='\(namesText.prefix(80))' has \(names.count) names for LISTEN_FDS=\(count) descriptors: \(remedy)"
+                )
+            }
+        } else {
+            names = Array(repeating: "unknown", count: Int(count))
+        }
+        return names.enumerated().map { index, name in
+            ListenedFileDescriptor(fileDescriptor: start + Int32(index), name: name)
+        }
+    }
+}
+
+/// The process-wide record of what socket activation passed: read once, adopted by name once.
+enum SocketActivation {
+    /// `SD_LISTEN_FDS_START`.
+    static let firstDescriptor: Int32 = 3
+    /// The most descriptors accepted from `LISTEN_FDS`: far above what a unit passes, low enough
+    /// that a bogus count cannot exhaust memory.
+    static let maximumCount: Int32 = 65536
+
+    private struct State {
+        var passed: Result<[ListenedFileDescriptor], ListeningSocketError>?
+        var adopted: Set<Int32> = []
+    }
+
+    private static let state = Mutex(State())
+
+    static func passed(unsetEnvironment: Bool) throws(ListeningSocketError) -> [ListenedFileDescriptor] {
+        try state.withLock { state throws(ListeningSocketError) in
+            if let passed = state.passed { return try passed.get() }
+            let result = Result { () throws(ListeningSocketError) in try readEnvironment(unset: unsetEnvironment) }
+            state.passed = result
+            return try result.get()
+        }
+    }
+
+    /// Marks `descriptor` as adopted; `false` when it already was.
+    static func markAdopted(_ descriptor: Int32) -> Bool {
+        state.withLock { $0.adopted.insert(descriptor).inserted }
+    }
+
+    private static func readEnvironment(unset: Bool) throws(ListeningSocketError) -> [ListenedFileDescriptor] {
         defer {
-            if let names {
-                for index in 0..<Int(count) { free(names[index]) }
-                free(names)
+            if unset {
+                for variable in ["LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"] { unsetenv(variable) }
             }
         }
-        // `start + index` cannot overflow: libsystemd refuses a LISTEN_FDS above
-        // INT_MAX - SD_LISTEN_FDS_START (-EINVAL, thrown above).
-        let start = cvigil_listen_fds_start()
-        return (0..<count).map { index in
-            let name = names?[Int(index)].map { String(cString: $0) } ?? "unknown"
-            return ListenedFileDescriptor(fileDescriptor: start + index, name: name)
+        var limit = rlimit()
+        let descriptorLimit: Int32 =
+            getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0
+            ? Int32(clamping: limit.rlim_cur) : Int32.max
+        let passed = try ListenedFileDescriptor.parse(
+            environment: { name in getenv(name).map { String(cString: $0) } },
+            pid: getpid(),
+            descriptorLimit: descriptorLimit
+        )
+        for descriptor in passed {
+            let flags = fcntl(descriptor.fileDescriptor, F_GETFD)
+            guard flags >= 0, fcntl(descriptor.fileDescriptor, F_SETFD, flags | FD_CLOEXEC) == 0 else {
+                throw ListeningSocketError(
+                    .notOpen,
+                    "fd \(descriptor.fileDescriptor) '\(descriptor.name)' is announced in LISTEN_FDS but is not open in this process: start the daemon from its .socket unit, or unset LISTEN_PID, LISTEN_FDS and LISTEN_FDNAMES",
+                    errno: errno
+                )
+            }
         }
+        return passed
     }
 }

@@ -1,4 +1,5 @@
 @preconcurrency import Dispatch
+import VigilSystemd
 
 #if canImport(Glibc)
     import Glibc
@@ -16,17 +17,22 @@ public final class DaemonProcess: Sendable {
 
     /// Spawns `executable` with `arguments`, this process's environment plus `environment`,
     /// and stdout/stderr sent to `outputPath` (or inherited).
+    ///
+    /// - Parameter listenFileDescriptors: passed as systemd's socket activation passes them;
+    ///   see ``spawn(executable:arguments:environment:inheritEnvironment:outputPath:listenFileDescriptors:)``.
     public init(
         executable: String,
         arguments: [String] = [],
         environment: [String: String] = [:],
-        outputPath: String? = nil
+        outputPath: String? = nil,
+        listenFileDescriptors: [ListenedFileDescriptor] = []
     ) throws {
         let child = try Self.spawn(
             executable: executable,
             arguments: arguments,
             environment: environment,
-            outputPath: outputPath
+            outputPath: outputPath,
+            listenFileDescriptors: listenFileDescriptors
         )
         pid = child
         let spawned = child
@@ -46,12 +52,18 @@ public final class DaemonProcess: Sendable {
     ///   - environment: added to this process's environment, or the whole environment when
     ///     `inheritEnvironment` is `false`.
     ///   - outputPath: stdout and stderr are appended there; inherited when `nil`.
+    ///   - listenFileDescriptors: descriptors of this process to pass as systemd's socket
+    ///     activation does: as fds 3, 4, … in order, with `LISTEN_FDS`, `LISTEN_FDNAMES` (their
+    ///     names) and `LISTEN_PID` set to the child's own pid. For that, the child is started
+    ///     through `/bin/sh -c 'export LISTEN_PID=$$; exec "$0" "$@"'`, which keeps the pid
+    ///     across `exec`. This process keeps its own copies.
     public static func spawn(
         executable: String,
         arguments: [String] = [],
         environment: [String: String] = [:],
         inheritEnvironment: Bool = true,
-        outputPath: String? = nil
+        outputPath: String? = nil,
+        listenFileDescriptors: [ListenedFileDescriptor] = []
     ) throws -> pid_t {
         var merged: [String: String] = [:]
         var entry = environ
@@ -63,7 +75,31 @@ public final class DaemonProcess: Sendable {
             entry += 1
         }
         for (key, value) in environment { merged[key] = value }
-        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        var program = executable
+        var argumentList = [executable] + arguments
+        if !listenFileDescriptors.isEmpty {
+            merged["LISTEN_FDS"] = String(listenFileDescriptors.count)
+            merged["LISTEN_FDNAMES"] = listenFileDescriptors.map(\.name).joined(separator: ":")
+            merged["LISTEN_PID"] = nil
+            program = "/bin/sh"
+            argumentList = ["/bin/sh", "-c", #"export LISTEN_PID=$$; exec "$0" "$@""#] + argumentList
+        }
+        // Copies above the target range first: dup2 onto 3, 4, … then never overwrites a source
+        // still to be copied, and always clears FD_CLOEXEC (dup2 of a descriptor onto itself,
+        // for a source that already is its target, would leave it set).
+        var copies: [Int32] = []
+        defer { for copy in copies { close(copy) } }
+        for descriptor in listenFileDescriptors {
+            let copy = fcntl(descriptor.fileDescriptor, F_DUPFD_CLOEXEC, Int32(3 + listenFileDescriptors.count))
+            guard copy >= 0 else {
+                throw SystemCallError(
+                    "fcntl F_DUPFD_CLOEXEC fd \(descriptor.fileDescriptor) '\(descriptor.name)'",
+                    errno
+                )
+            }
+            copies.append(copy)
+        }
+        let argv = argumentList.map { strdup($0) } + [nil]
         let envp = merged.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer {
             for pointer in argv { free(pointer) }
@@ -75,6 +111,9 @@ public final class DaemonProcess: Sendable {
         if let outputPath {
             posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
             posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        }
+        for (index, copy) in copies.enumerated() {
+            posix_spawn_file_actions_adddup2(&actions, copy, Int32(3 + index))
         }
         // A child starts with default signal dispositions and an empty mask, whatever the runner has.
         var attributes = posix_spawnattr_t()
@@ -88,7 +127,7 @@ public final class DaemonProcess: Sendable {
         posix_spawnattr_setsigdefault(&attributes, &all)
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         var child: pid_t = 0
-        let result = posix_spawn(&child, executable, &actions, &attributes, argv, envp)
+        let result = posix_spawn(&child, program, &actions, &attributes, argv, envp)
         guard result == 0 else {
             throw SystemCallError("posix_spawn \(executable)", result)
         }

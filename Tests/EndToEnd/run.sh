@@ -173,6 +173,8 @@ in_sandbox systemctl stop vigild
 
 # shellcheck source=disk-full.sh
 . "$here/disk-full.sh"
+# shellcheck source=socket-activation.sh
+. "$here/socket-activation.sh"
 
 # shellcheck source=client.sh
 . "$here/client.sh"

@@ -1,0 +1,94 @@
+// vigil-socket-probe: the socket-activated child of SocketActivationProcessTests.
+//
+// Usage: vigil-socket-probe [NAME [CONNECTIONS [--store PORT]]]
+// Adopts the socket systemd (or the test) passed under NAME (default "http"), else binds
+// 127.0.0.1:0 (127.0.0.1:PORT with --store); prints one line saying what it got and what is
+// left of LISTEN_* and NOTIFY_SOCKET, and what a second request for NAME gives ("again="), then
+// answers CONNECTIONS connections (default 1) with that line and exits 0. With --store it hands the socket to systemd's file-descriptor store under
+// NAME and then sends READY=1 (for a Type=notify unit with FileDescriptorStoreMax=).
+// A ListeningSocketError is printed as "error: CODE: MESSAGE" with exit status 1.
+import CVigilSystemd
+import VigilSystemd
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+let arguments = CommandLine.arguments
+let name = arguments.count > 1 ? arguments[1] : "http"
+let connections = arguments.count > 2 ? max(0, Int(arguments[2]) ?? 1) : 1
+let storePort: UInt16? = arguments.count > 4 && arguments[3] == "--store" ? UInt16(arguments[4]) : nil
+
+/// Writes `text` to stdout unbuffered, so the test reads it even if the probe is killed.
+func say(_ text: String) {
+    _ = text.utf8CString.withUnsafeBufferPointer { write(1, $0.baseAddress, $0.count - 1) }
+}
+
+func variable(_ name: String) -> String {
+    getenv(name).map { String(cString: $0) } ?? "-"
+}
+
+let socket: ListeningSocket
+do throws(ListeningSocketError) {
+    socket = try ListeningSocket(name: name, orBind: .tcp(host: "127.0.0.1", port: storePort ?? 0))
+    if storePort != nil {
+        try socket.storeInServiceManager(name: name)
+    }
+} catch {
+    say("error: \(error.code): \(error)\n")
+    exit(1)
+}
+let origin =
+    switch socket.origin {
+    case .adopted(let name): "adopted:\(name)"
+    case .bound: "bound"
+    }
+// A second request for the same name: adopted sockets are handed out once per process.
+let again: String
+do throws(ListeningSocketError) {
+    let second = try ListeningSocket(name: name, orBind: .tcp(host: "127.0.0.1", port: storePort ?? 0))
+    again = second.origin == .bound ? "bound" : "adopted"
+} catch {
+    again = "\(error.code)"
+}
+let cloexec = fcntl(socket.fileDescriptor, F_GETFD) & FD_CLOEXEC != 0 ? 1 : 0
+let line =
+    "origin=\(origin) fd=\(socket.fileDescriptor) address=\(socket.localAddress) cloexec=\(cloexec)"
+    + " LISTEN_PID=\(variable("LISTEN_PID")) LISTEN_FDS=\(variable("LISTEN_FDS"))"
+    + " LISTEN_FDNAMES=\(variable("LISTEN_FDNAMES")) NOTIFY_SOCKET=\(variable("NOTIFY_SOCKET")) again=\(again)\n"
+say(line)
+if storePort != nil { _ = sd_notify(0, "READY=1") }
+
+// SIGTERM ends the loop between connections, never in the middle of an answer: a stop or
+// restart drops no accepted connection (what the file-descriptor store check counts).
+var terminate = sigset_t()
+sigemptyset(&terminate)
+sigaddset(&terminate, SIGTERM)
+sigprocmask(SIG_BLOCK, &terminate, nil)
+let signals = signalfd(-1, &terminate, Int32(SFD_CLOEXEC))
+var answered = 0
+while answered < connections {
+    var watched = [
+        pollfd(fd: socket.fileDescriptor, events: Int16(POLLIN), revents: 0),
+        pollfd(fd: signals, events: Int16(POLLIN), revents: 0),
+    ]
+    if poll(&watched, 2, -1) < 0 {
+        if errno == EINTR { continue }
+        say("error: poll: \(String(cString: strerror(errno)))\n")
+        exit(1)
+    }
+    if watched[1].revents != 0 { break }
+    let connection = accept(socket.fileDescriptor, nil, nil)
+    if connection < 0 {
+        if errno == EINTR || errno == EAGAIN { continue }
+        say("error: accept: \(String(cString: strerror(errno)))\n")
+        exit(1)
+    }
+    _ = line.utf8CString.withUnsafeBufferPointer { write(connection, $0.baseAddress, $0.count - 1) }
+    close(connection)
+    answered += 1
+}
+socket.close()
+exit(0)

@@ -1,0 +1,107 @@
+import Testing
+import VigilSystemd
+import VigilTesting
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// Socket activation in a real child process (`vigil-socket-probe`): this process binds the
+/// sockets and passes them as systemd does (fds 3, 4, …, `LISTEN_FDS`, `LISTEN_FDNAMES`,
+/// `LISTEN_PID` = the child's pid); the child adopts one by name.
+@Suite struct SocketActivationProcessTests {
+    @Test func theChildAcceptsOnThePassedSocketAndItsChildrenInheritNoListenVariables() async throws {
+        let directory = ListeningSocketTests.temporaryDirectory()
+        let http = try ListeningSocket.bind(.tcp(host: "127.0.0.1", port: 0))
+        defer { http.close() }
+        let metrics = try ListeningSocket.bind(.unix(path: directory + "/metrics.sock"))
+        defer { metrics.close() }
+        let port = try #require(http.port)
+        let probe = try DaemonProcess(
+            executable: Probe.path,
+            arguments: ["http", "1"],
+            environment: ["NOTIFY_SOCKET": "/run/vigil-probe-notify"],
+            outputPath: directory + "/output.log",
+            listenFileDescriptors: [
+                ListenedFileDescriptor(fileDescriptor: metrics.fileDescriptor, name: "metrics"),
+                ListenedFileDescriptor(fileDescriptor: http.fileDescriptor, name: "http"),
+            ]
+        )
+        // This process never accepts: the answer can only come from the child, through the
+        // descriptor this process bound.
+        let client = try SocketClient.connect(to: http.localAddress)
+        defer { close(client) }
+        let answer = SocketClient.readAll(client)
+        #expect(
+            answer
+                == "origin=adopted:http fd=4 address=127.0.0.1:\(port) cloexec=1 LISTEN_PID=- LISTEN_FDS=- LISTEN_FDNAMES=- NOTIFY_SOCKET=/run/vigil-probe-notify again=alreadyAdopted\n"
+        )
+        #expect(try await probe.waitForExit() == 0)
+    }
+
+    @Test func withoutSocketActivationTheChildBinds() async throws {
+        let directory = ListeningSocketTests.temporaryDirectory()
+        let probe = try DaemonProcess(
+            executable: Probe.path,
+            arguments: ["http", "0"],
+            environment: ["LISTEN_PID": "1", "LISTEN_FDS": "1", "LISTEN_FDNAMES": "http"],
+            outputPath: directory + "/output.log"
+        )
+        #expect(try await probe.waitForExit() == 0)
+        let output = TextFile.read(directory + "/output.log") ?? ""
+        // LISTEN_PID names another process: inherited, ignored, and still removed.
+        #expect(output.hasPrefix("origin=bound fd="), "\(output)")
+        #expect(output.contains(" address=127.0.0.1:"), "\(output)")
+        #expect(output.contains("LISTEN_PID=- LISTEN_FDS=- LISTEN_FDNAMES=-"), "\(output)")
+    }
+
+    @Test func aPassedDatagramSocketIsRefusedWithTheLineTheUnitNeeds() async throws {
+        let directory = ListeningSocketTests.temporaryDirectory()
+        let datagram = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        defer { close(datagram) }
+        let probe = try DaemonProcess(
+            executable: Probe.path,
+            outputPath: directory + "/output.log",
+            listenFileDescriptors: [ListenedFileDescriptor(fileDescriptor: datagram, name: "http")]
+        )
+        #expect(try await probe.waitForExit() == 1)
+        #expect(
+            TextFile.read(directory + "/output.log")
+                == "error: notAStreamSocket: fd 3 'http' is a datagram socket: use ListenStream=127.0.0.1:0 (not ListenDatagram=) in the .socket unit\n"
+        )
+    }
+
+    @Test func aSocketUnitWithoutFileDescriptorNameIsNamedInTheError() async throws {
+        let directory = ListeningSocketTests.temporaryDirectory()
+        let http = try ListeningSocket.bind(.tcp(host: "127.0.0.1", port: 0))
+        defer { http.close() }
+        let probe = try DaemonProcess(
+            executable: Probe.path,
+            outputPath: directory + "/output.log",
+            listenFileDescriptors: [ListenedFileDescriptor(fileDescriptor: http.fileDescriptor, name: "app.socket")]
+        )
+        #expect(try await probe.waitForExit() == 1)
+        #expect(
+            TextFile.read(directory + "/output.log")
+                == "error: notPassed: systemd passed fd 3 'app.socket' but none named 'http': set FileDescriptorName=http in the .socket unit (without it the name is the unit's name)\n"
+        )
+    }
+}
+
+/// The `vigil-socket-probe` built next to this test bundle (`swift build` builds every target).
+enum Probe {
+    static var path: String {
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        precondition(length > 0, "cannot read /proc/self/exe")
+        var directory = String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        while !directory.hasSuffix("/") { directory.removeLast() }
+        for candidate in [directory + "vigil-socket-probe", directory + "../vigil-socket-probe"]
+        where access(candidate, X_OK) == 0 {
+            return candidate
+        }
+        preconditionFailure("vigil-socket-probe not found next to \(directory); build it with `swift build`")
+    }
+}
