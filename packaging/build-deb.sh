@@ -14,8 +14,9 @@ version=$(sed -n 's/.*static let version = "\(.*\)"/\1/p' Sources/vigild/Vigild.
 arch=$(dpkg --print-architecture)
 scratch=$project/.build-release
 
-# -z now: resolve every symbol at start (full RELRO), as Debian builds its own binaries.
-swift build -c release --static-swift-stdlib -Xlinker -z -Xlinker now --product vigild --scratch-path "$scratch"
+# Not -z now (lintian notes hardening-no-bindnow): binding every symbol before main would lengthen
+# start-up and the window before the early signal mask is set (Sources/vigild/EarlySignals.swift).
+swift build -c release --static-swift-stdlib --product vigild --scratch-path "$scratch"
 stage=$(mktemp -d /tmp/vigild-deb.XXXXXX)
 trap 'rm -rf "$stage"' EXIT
 package=$stage/vigild_${version}_${arch}
