@@ -32,6 +32,8 @@ let package = Package(
         ),
         // The single-threaded executor (epoll, timerfd, signalfd) behind EventLoopExecutor.
         .target(name: "CVigilEventLoop"),
+        // vigild's constructor that blocks its signals before the Swift runtime starts.
+        .target(name: "CVigilEarlySignals"),
         .target(
             name: "VigilSystemd",
             dependencies: [
@@ -79,7 +81,7 @@ let package = Package(
         .executableTarget(
             name: "vigild",
             dependencies: [
-                "Vigil", "VigildCore",
+                "Vigil", "VigildCore", "CVigilEarlySignals",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

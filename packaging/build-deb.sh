@@ -26,7 +26,6 @@ install -D -m 0644 systemd/vigild.service "$package/lib/systemd/system/vigild.se
 install -D -m 0644 packaging/vigild.json "$package/etc/vigild/vigild.json"
 install -D -m 0644 README.md "$package/usr/share/doc/vigild/README.md"
 install -D -m 0644 systemd/README.md "$package/usr/share/doc/vigild/systemd.md"
-install -D -m 0644 systemd/notify-reload.conf "$package/usr/share/doc/vigild/notify-reload.conf"
 # The maintainer: Debian's DEBFULLNAME/DEBEMAIL when set (dch uses them too), else the project's.
 maintainer="${DEBFULLNAME:-Vigil Maintainers} <${DEBEMAIL:-maintainers@vigil.example.org}>"
 cat > "$package/usr/share/doc/vigild/copyright" <<TEXT

@@ -2,9 +2,10 @@ import VigilLifecycle
 import VigilSystemd
 
 extension SystemdNotifier: ServiceManagerNotifier {
-    /// Sends the messages as one `sd_notify` datagram.
+    /// Sends the messages in one datagram, or in several in order should they not fit in
+    /// one (``NotifyMessage/datagrams(_:)``): systemd drops a datagram over its limit whole.
     public func notify(_ messages: [NotifyMessage]) throws {
-        try send(NotifyMessage.datagram(messages))
+        for datagram in NotifyMessage.datagrams(messages) { try send(datagram) }
     }
 }
 

@@ -27,8 +27,13 @@ public struct NotifyMessage: Hashable, Sendable, CustomStringConvertible {
     public static func reloading(monotonicMicroseconds: UInt64) -> Self { Self(.reloading(monotonicMicroseconds)) }
     /// `STOPPING=1`: the daemon began to shut down.
     public static let stopping = Self(.stopping)
-    /// `STATUS=`: one human line, shown by `systemctl status`. Line breaks become spaces.
-    public static func status(_ text: String) -> Self { Self(.status(text)) }
+    /// `STATUS=`: one human line, shown by `systemctl status`.
+    ///
+    /// The text is made safe for the wire: line breaks and tabs become spaces, other control
+    /// characters are escaped (`\x1B`, `\u{85}`), and the result is cut to
+    /// ``maximumStatusBytes`` on a character boundary, ending in `…`. So no reason, however long
+    /// or hostile, can push a datagram over systemd's limit.
+    public static func status(_ text: String) -> Self { Self(.status(boundedStatus(text))) }
     /// `ERRNO=`: the errno-style code of a failure.
     public static func errno(_ code: Int32) -> Self { Self(.errno(code)) }
     /// `EXTEND_TIMEOUT_USEC=`: a slow but healthy step needs this much more time.
@@ -57,7 +62,93 @@ public struct NotifyMessage: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The datagram for several messages: their texts joined by newlines.
+    ///
+    /// Use ``datagrams(_:)`` to send: it keeps each datagram under systemd's limit.
     public static func datagram(_ messages: [NotifyMessage]) -> String {
         messages.map(\.description).joined(separator: "\n")
+    }
+
+    /// The most bytes systemd reads from one notify datagram (`NOTIFY_BUFFER_MAX`, 4096).
+    ///
+    /// systemd drops a larger datagram whole ("Received notify message exceeded maximum size.
+    /// Ignoring."), `READY=1` included, and a waiting `systemctl reload` then hangs.
+    public static let maximumDatagramBytes = 4096
+
+    /// The most bytes of `STATUS=` text, after escaping, ellipsis included.
+    public static let maximumStatusBytes = 1024
+
+    /// The most bytes any one message takes on the wire: `STATUS=` and the bounded text.
+    /// Every other message is a few dozen bytes at most.
+    public static let maximumMessageBytes = "STATUS=".utf8.count + maximumStatusBytes
+
+    /// `messages` packed in order into as few datagrams as fit ``maximumDatagramBytes`` each.
+    ///
+    /// Every message is at most ``maximumMessageBytes``, well under the limit, so by
+    /// construction no datagram systemd would drop is ever built; messages that belong together
+    /// (`RELOADING=1` with `MONOTONIC_USEC=`) are one message and never split. In practice the
+    /// mediator's messages always fit in one datagram.
+    public static func datagrams(_ messages: [NotifyMessage]) -> [String] {
+        var result: [String] = []
+        var current = ""
+        for message in messages {
+            let text = message.description
+            if current.isEmpty {
+                current = text
+            } else if current.utf8.count + 1 + text.utf8.count <= maximumDatagramBytes {
+                current += "\n" + text
+            } else {
+                result.append(current)
+                current = text
+            }
+        }
+        if !current.isEmpty { result.append(current) }
+        return result
+    }
+
+    /// `text` as one safe line of at most ``maximumStatusBytes`` bytes (see ``status(_:)``).
+    static func boundedStatus(_ text: String) -> String {
+        let ellipsis = "…"
+        let limit = maximumStatusBytes
+        var result = ""
+        var size = 0
+        var characters = text.makeIterator()
+        while let character = characters.next() {
+            let piece = safe(character)
+            let pieceSize = piece.utf8.count
+            if size + pieceSize > limit {
+                // Cut here, leaving room for the ellipsis: drop characters from the end.
+                while size + ellipsis.utf8.count > limit, let last = result.popLast() {
+                    size -= String(last).utf8.count
+                }
+                return result + ellipsis
+            }
+            result += piece
+            size += pieceSize
+        }
+        return result
+    }
+
+    /// A character as it may appear in `STATUS=`: line breaks and tabs as a space, control
+    /// characters escaped, everything else as it is.
+    private static func safe(_ character: Character) -> String {
+        if character.isNewline || character == "\t" { return " " }
+        guard character.unicodeScalars.contains(where: isControl) else { return String(character) }
+        var escaped = ""
+        for scalar in character.unicodeScalars {
+            if !isControl(scalar) {
+                escaped.unicodeScalars.append(scalar)
+            } else if scalar.value < 0x80 {
+                let hex = String(scalar.value, radix: 16, uppercase: true)
+                escaped += "\\x" + (hex.count < 2 ? "0" + hex : hex)
+            } else {
+                escaped += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
+            }
+        }
+        return escaped
+    }
+
+    /// C0 and C1 controls, DEL, and the Unicode line and paragraph separators.
+    private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.properties.generalCategory == .control || scalar.value == 0x2028 || scalar.value == 0x2029
     }
 }

@@ -1,7 +1,9 @@
 /// Which lifecycle event each owned signal stands for.
 ///
 /// The defaults follow systemd's conventions: `SIGHUP` reloads, `SIGTERM` and `SIGINT`
-/// terminate, `SIGUSR1` is a user signal. Change a mapping when the unit says otherwise, e.g.
+/// terminate, `SIGUSR1` and `SIGUSR2` are user signals (a listener that has no use for one
+/// ignores it; the lifecycle logger notes it, so a stray `SIGUSR2` neither kills the daemon nor
+/// goes unseen). Change a mapping when the unit says otherwise, e.g.
 /// `ReloadSignal=SIGRTMIN+3`:
 ///
 /// ```swift
@@ -25,13 +27,14 @@ public struct SignalMap: Sendable, Hashable {
     /// An empty map: the daemon owns no signals.
     public init() { self.actions = [:] }
 
-    /// `SIGHUP` → reload, `SIGTERM`/`SIGINT` → terminate, `SIGUSR1` → user signal.
+    /// `SIGHUP` → reload, `SIGTERM`/`SIGINT` → terminate, `SIGUSR1`/`SIGUSR2` → user signal.
     public static var `default`: SignalMap {
         var map = SignalMap()
         map[.sighup] = .reload
         map[.sigterm] = .terminate
         map[.sigint] = .terminate
         map[.sigusr1] = .userSignal
+        map[.sigusr2] = .userSignal
         return map
     }
 

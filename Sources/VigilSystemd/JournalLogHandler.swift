@@ -1,4 +1,3 @@
-import CVigilSystemd
 import Logging
 
 #if canImport(Glibc)
@@ -7,13 +6,17 @@ import Logging
     import Musl
 #endif
 
-/// A swift-log handler that writes native journal entries with `sd_journal_sendv(3)`.
+/// A swift-log handler that writes native journal entries, never blocking (``JournalSocket``).
 ///
 /// Each entry carries `MESSAGE` (multi-line messages stay whole), `PRIORITY` (from the level),
 /// `SYSLOG_IDENTIFIER`, `CODE_FILE`, `CODE_LINE`, `CODE_FUNC`, `SWIFT_LOG_LABEL` (the logger's
 /// label), `SWIFT_LOG_SOURCE` (the module), `SWIFT_LOG_ERROR` when an error is attached, and
 /// every metadata value as a field named by ``JournalFieldName``. A metadata key that sanitises
 /// to `MESSAGE_ID` sets the entry's `MESSAGE_ID`.
+///
+/// When journald cannot take an entry (frozen, or its queue full) the entry is dropped and
+/// counted, and a later entry reports the count (see ``JournalSocket``); logging never stalls
+/// the caller. When journald is not there at all, the entry goes to stderr instead.
 public struct JournalLogHandler: LogHandler {
     public var metadata: Logger.Metadata = [:]
     public var metadataProvider: Logger.MetadataProvider?
@@ -28,6 +31,7 @@ public struct JournalLogHandler: LogHandler {
     private let label: String
     private let identifier: String
     private let levelControl: LogLevelControl
+    private let socket: JournalSocket
 
     /// Creates a handler.
     ///
@@ -41,10 +45,28 @@ public struct JournalLogHandler: LogHandler {
         levelControl: LogLevelControl,
         metadataProvider: Logger.MetadataProvider? = nil
     ) {
+        self.init(
+            label: label,
+            identifier: identifier,
+            levelControl: levelControl,
+            metadataProvider: metadataProvider,
+            socket: .shared
+        )
+    }
+
+    /// Creates a handler that writes to `socket` (tests).
+    package init(
+        label: String,
+        identifier: String,
+        levelControl: LogLevelControl,
+        metadataProvider: Logger.MetadataProvider? = nil,
+        socket: JournalSocket
+    ) {
         self.label = label
         self.identifier = identifier
         self.levelControl = levelControl
         self.metadataProvider = metadataProvider
+        self.socket = socket
     }
 
     public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
@@ -61,11 +83,31 @@ public struct JournalLogHandler: LogHandler {
             metadata: mergedMetadata(event.metadata),
             into: &entry
         )
-        let result = entry.send()
-        if result < 0 {
+        let identifier = self.identifier
+        let outcome = socket.send(entry.payload) { dropped in
+            var report = JournalEntry.Buffer()
+            report.field(
+                "MESSAGE",
+                "\(dropped) journal entries dropped: journald did not take them in time "
+                    + "(frozen, or its socket queue was full)"
+            )
+            report.field("PRIORITY", UInt(Logger.Level.warning.syslogPriority))
+            report.field("SYSLOG_IDENTIFIER", identifier)
+            report.field("MESSAGE_ID", JournalSocket.droppedEntriesMessageID)
+            report.field("VIGIL_DROPPED_ENTRIES", UInt(dropped))
+            return report.payload
+        }
+        if case .failed(let code) = outcome {
             // The journal is gone (journald restarting?): fall back to stderr rather than lose it.
-            let line = "<\(event.level.syslogPriority)>\(event.message) (journal send failed: errno \(-result))\n"
-            _ = line.utf8CString.withUnsafeBufferPointer { write(2, $0.baseAddress, $0.count - 1) }
+            let line = StderrLogHandler.line(
+                format: .syslogPrefixed,
+                label: label,
+                level: event.level,
+                message: "\(event.message) (journal send failed: errno \(code))",
+                metadata: [:],
+                time: ""
+            )
+            StderrLogHandler.writeToStandardError(line + "\n")
         }
     }
 
@@ -94,10 +136,24 @@ package enum JournalEntry {
             ends.reserveCapacity(16)
         }
 
+        /// Appends `NAME=value`; a value over ``JournalSocket/maximumValueBytes`` is cut on a
+        /// character boundary and says how much was cut.
         mutating func field(_ name: String, _ value: String) {
             bytes.append(contentsOf: name.utf8)
             bytes.append(UInt8(ascii: "="))
-            bytes.append(contentsOf: value.utf8)
+            let size = value.utf8.count
+            if size <= JournalSocket.maximumValueBytes {
+                bytes.append(contentsOf: value.utf8)
+            } else {
+                var kept = 0
+                for scalar in value.unicodeScalars {
+                    let width = UTF8.width(scalar)
+                    if kept + width > JournalSocket.maximumValueBytes { break }
+                    kept += width
+                }
+                bytes.append(contentsOf: value.utf8.prefix(kept))
+                bytes.append(contentsOf: "… [\(size - kept) bytes cut]".utf8)
+            }
             ends.append(bytes.count)
         }
 
@@ -140,22 +196,28 @@ package enum JournalEntry {
             }
         }
 
-        /// Sends the entry; returns `sd_journal_sendv`'s result (negative errno on failure).
-        /// The corresponding C function is `sd_journal_sendv`.
-        func send() -> Int32 {
-            bytes.withUnsafeBytes { raw in
-                withUnsafeTemporaryAllocation(of: iovec.self, capacity: ends.count) { vectors in
-                    var start = 0
-                    for (index, end) in ends.enumerated() {
-                        vectors[index] = iovec(
-                            iov_base: UnsafeMutableRawPointer(mutating: raw.baseAddress! + start),
-                            iov_len: end - start
-                        )
-                        start = end
-                    }
-                    return sd_journal_sendv(vectors.baseAddress, Int32(ends.count))
+        /// The entry in journald's native protocol: `NAME=value\n` per field, or, for a value
+        /// with a line break, `NAME\n`, its length as a little-endian UInt64, the value, `\n`.
+        package var payload: [UInt8] {
+            var payload: [UInt8] = []
+            payload.reserveCapacity(bytes.count + ends.count * 10)
+            var start = 0
+            for end in ends {
+                defer { start = end }
+                let field = bytes[start..<end]
+                guard let equals = field.firstIndex(of: UInt8(ascii: "=")) else { continue }
+                let value = field[(equals + 1)...]
+                if value.contains(UInt8(ascii: "\n")) {
+                    payload.append(contentsOf: field[..<equals])
+                    payload.append(UInt8(ascii: "\n"))
+                    withUnsafeBytes(of: UInt64(value.count).littleEndian) { payload.append(contentsOf: $0) }
+                    payload.append(contentsOf: value)
+                } else {
+                    payload.append(contentsOf: field)
                 }
+                payload.append(UInt8(ascii: "\n"))
             }
+            return payload
         }
     }
 

@@ -28,12 +28,17 @@ public struct LifecycleMessageID: Hashable, Sendable, CustomStringConvertible {
     /// A listener declared a fatal fault, or the watchdog withheld a ping.
     public static let watchdogFault = Self("079016620c1947ea917c4086c8f486fc")
 
+    /// journald could not take some entries (its queue was full, or it was frozen): they were
+    /// dropped so that logging never blocks the daemon; this entry says how many.
+    public static let journalEntriesDropped = Self("3606d99ed4c147ff9017f354ff5a6bad")
+
     /// All of them, with a short name each (for the README table and tests).
     public static let all: [(name: String, id: LifecycleMessageID)] = [
         ("started", .started), ("start-failed", .startFailed), ("reload-applied", .reloadApplied),
         ("reload-rejected", .reloadRejected), ("user-signal", .userSignal), ("stopping", .stopping),
         ("stopped", .stopped), ("stop-failed", .stopFailed), ("unclean-shutdown", .uncleanShutdown),
         ("watchdog-fault", .watchdogFault),
+        ("journal-entries-dropped", .journalEntriesDropped),
     ]
 
     public var description: String { rawValue }

@@ -10,7 +10,8 @@ import Logging
 ///
 /// - ``Format/syslogPrefixed``: under a service manager whose stderr is not the journal, the
 ///   sd-daemon(3) form `<6>message key=value`; journald or syslog reads the priority from the
-///   prefix. Line breaks inside a message become `\n` so an entry stays one line.
+///   prefix. Control characters in the message and metadata are escaped (``escaped(_:)``), so
+///   an entry stays one line and cannot forge another priority.
 /// - ``Format/terminal(colors:)``: for a person: `2026-11-21 19:45:30.123 info vigild: message
 ///   key=value`, the level coloured when `colors` is on.
 public struct StderrLogHandler: LogHandler {
@@ -67,7 +68,13 @@ public struct StderrLogHandler: LogHandler {
             time: format == .syslogPrefixed ? "" : Self.localTime()
         )
         line.append("\n")
-        // One write per entry, so lines from several threads never interleave.
+        Self.writeToStandardError(line)
+    }
+
+    /// Writes `line` to stderr in one `write(2)` where possible, so lines from several threads
+    /// never interleave. A closed stderr (`EPIPE`; vigild ignores `SIGPIPE`) loses the line.
+    static func writeToStandardError(_ line: String) {
+        var line = line
         line.withUTF8 { bytes in
             var offset = 0
             while offset < bytes.count {
@@ -77,6 +84,32 @@ public struct StderrLogHandler: LogHandler {
                 offset += written
             }
         }
+    }
+
+    /// `text` with every control character spelled out (`\n`, `\r`, `\t`, `\x1B`, `\u{85}`)
+    /// and backslashes doubled, so an entry stays one line and a message cannot forge a
+    /// `<0>` prefix, a second line or a terminal escape sequence.
+    public static func escaped(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: { $0 == "\\" || isControl($0) }) else { return text }
+        var result = ""
+        result.unicodeScalars.reserveCapacity(text.unicodeScalars.count + 8)
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\\": result += "\\\\"
+            case "\n": result += "\\n"
+            case "\r": result += "\\r"
+            case "\t": result += "\\t"
+            case _ where isControl(scalar):
+                let hex = String(scalar.value, radix: 16, uppercase: true)
+                result += scalar.value < 0x80 ? "\\x" + (hex.count < 2 ? "0" + hex : hex) : "\\u{\(hex)}"
+            default: result.unicodeScalars.append(scalar)
+            }
+        }
+        return result
+    }
+
+    private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.properties.generalCategory == .control || scalar.value == 0x2028 || scalar.value == 0x2029
     }
 
     /// One entry as a line, without the newline (tests call this directly).
@@ -91,15 +124,14 @@ public struct StderrLogHandler: LogHandler {
     ) -> String {
         var fields = metadata.sorted(by: { $0.key < $1.key }).map { "\($0.key)=\($0.value)" }
         if let error { fields.append("error=\(error)") }
-        let tail = fields.isEmpty ? "" : " " + fields.joined(separator: " ")
+        let tail = fields.isEmpty ? "" : escaped(" " + fields.joined(separator: " "))
         switch format {
         case .syslogPrefixed:
-            let escaped = message.replacing("\\", with: "\\\\").replacing("\n", with: "\\n")
-            return "<\(level.syslogPriority)>\(escaped)\(tail)"
+            return "<\(level.syslogPriority)>\(escaped(message))\(tail)"
         case .terminal(let colors):
             let name = "\(level)"
             let shown = colors ? Self.color(level) + name + "\u{1B}[0m" : name
-            return "\(time) \(shown) \(label): \(message)\(tail)"
+            return "\(time) \(shown) \(escaped(label)): \(escaped(message))\(tail)"
         }
     }
 

@@ -7,6 +7,10 @@ import Vigil
     import Musl
 #endif
 
+// The daemon's signals have been blocked since before the Swift runtime started (see
+// EarlySignals); a client subcommand gets its original signal state back first thing.
+EarlySignals.settle(arguments: CommandLine.arguments)
+
 // vigild runs on one thread: Swift concurrency's executor is Vigil's event loop (epoll,
 // timerfd, signalfd), so the idle daemon never wakes up and a signal reaches the mediator
 // without a thread switch. ArgumentParser exits by itself on a usage error.

@@ -179,8 +179,14 @@ in_sandbox systemctl stop vigild
 # shellcheck source=client.sh
 . "$here/client.sh"
 
-# --- systemd 254 with Type=notify-reload ---
-echo "# systemd 254 with notify-reload.conf"
+# shellcheck source=peers.sh
+# --- peers and early signals (issue 10: long STATUS=, frozen journald, early SIGHUP) ---
+. "$here/peers.sh"
+
+# --- systemd 254: the same unit, one reload per request, a rejected one fails ---
+# Type=notify-reload was tried and dropped (systemd/README.md): with ExecReload= emptied a rejected
+# configuration gives "Reloaded" (exit 0); with ExecReload= kept every request reloads twice.
+echo "# systemd 254 with the shipped unit"
 kill -s SIGRTMIN+4 "$pid"
 for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
 check "systemd 254 unpacked from bookworm-backports" "$here/fetch-systemd-254.sh" "$work/systemd-254"
@@ -190,28 +196,50 @@ if pid=$("$here/boot-systemd.sh" "$work/systemd254" "$work/systemd-254"); then
   check "systemd 254 is running" bash -c "nsenter -t $pid -a systemctl --version | head -1 | grep -q '^systemd 254'"
   install -m 0755 "$binary" "$root/usr/bin/vigild"
   install -m 0644 "$project/systemd/vigild.service" "$root/etc/systemd/system/vigild.service"
-  mkdir -p "$root/etc/vigild" "$root/etc/systemd/system/vigild.service.d"
-  install -m 0644 "$project/systemd/notify-reload.conf" "$root/etc/systemd/system/vigild.service.d/notify-reload.conf"
+  mkdir -p "$root/etc/vigild"
   write_config '{ "heartbeat": { "interval": 0.3, "message": "alive" } }'
   in_sandbox systemctl daemon-reload
   check "254: systemd-analyze verify is clean" bash -c "out=\$(nsenter -t $pid -a systemd-analyze verify /etc/systemd/system/vigild.service 2>&1); echo \"\$out\"; [ -z \"\$out\" ]"
-  check "254: start returns after readiness, Type=notify-reload" bash -c "
+  check "254: start returns after readiness" bash -c "
     nsenter -t $pid -a systemctl start vigild &&
-    [ \"\$(nsenter -t $pid -a systemctl show -P Type vigild)\" = notify-reload ] &&
     [ \"\$(nsenter -t $pid -a systemctl show -P ActiveState vigild)\" = active ] &&
     [ \"\$(nsenter -t $pid -a systemctl show -P StatusText vigild)\" = 'Running (generation 1)' ]"
   main_pid=$(show MainPID)
+  # reloads_since CURSOR: the reload outcomes logged since CURSOR, in order (applied/rejected).
+  reloads_since() {
+    journal --after-cursor="$1" | python3 -c '
+import json, sys
+ids = {"7dd32b12fecb4f54b882f1a4b4061f72": "applied", "9475ebda59634e2fb407cda3695425bc": "rejected"}
+print(" ".join(ids[e["MESSAGE_ID"]] for e in map(json.loads, sys.stdin) if e.get("MESSAGE_ID") in ids))'
+  }
+  # One request, then a SIGUSR1 whose checkpoint entry marks the end: a second reload, had the
+  # request caused one, would be logged before it (one event at a time).
+  one_request() { # one_request EXPECTED_EXIT EXPECTED_OUTCOME
+    local before rc
+    before=$(cursor)
+    in_sandbox systemctl reload vigild; rc=$?
+    in_sandbox systemctl kill --kill-who=main -s USR1 vigild
+    await_entry 10 "$before" "e.get('VIGIL_EVENT') == 'checkpoint'" >/dev/null || { echo "no checkpoint"; return 1; }
+    local seen; seen=$(reloads_since "$before")
+    echo "exit $rc, reloads: [$seen]"
+    if [ "$1" = 0 ]; then [ "$rc" = 0 ]; else [ "$rc" != 0 ]; fi && [ "$seen" = "$2" ]
+  }
+  export -f one_request reloads_since journal cursor
   write_config '{ "heartbeat": { "interval": 0.3, "message": "changed" } }'
-  check "254: good reload exits 0 and vigild status right after shows generation 2" bash -c "
-    nsenter -t $pid -a systemctl reload vigild &&
+  check "254: good reload exits 0, exactly one reload" one_request 0 applied
+  check "254: vigild status right after shows generation 2" bash -c "
     nsenter -t $pid -a vigild status --json | python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(0 if d[\"generation\"] == 2 and d[\"heartbeat\"][\"message\"] == \"changed\" else 1)'"
   write_config '{ "heartbeat": { "interval": -1 } }'
-  # Type=notify-reload cannot fail a reload: READY=1 ends it either way; StatusText tells the truth.
-  check "254: bad reload keeps the daemon active on generation 2, StatusText says rejected" bash -c "
-    nsenter -t $pid -a systemctl reload vigild;
+  check "254: bad reload exits non-zero, exactly one reload" one_request 1 rejected
+  # (StatusText now shows the SIGUSR1 report; vigild status keeps the last reload's outcome.)
+  check "254: after the bad reload still active on generation 2, the rejection recorded" bash -c "
     [ \"\$(nsenter -t $pid -a systemctl show -P ActiveState vigild)\" = active ] &&
     [ \"\$(nsenter -t $pid -a systemctl show -P MainPID vigild)\" = $main_pid ] &&
-    nsenter -t $pid -a systemctl show -P StatusText vigild | grep -q 'generation 2); reload rejected: configuration: /etc/vigild/vigild.json:1:30: heartbeat.interval'"
+    nsenter -t $pid -a vigild status --json | python3 -c 'import json,sys; d=json.load(sys.stdin); r=d[\"lastReload\"]; sys.exit(0 if d[\"generation\"] == 2 and r[\"result\"] == \"rejected\" and \"heartbeat.interval\" in r.get(\"reason\", \"\") else 1)'"
+  write_config '{ "heartbeat": { "interval": 0.3, "message": "again" } }'
+  check "254: the next good reload exits 0, exactly one reload, generation 3" bash -c "
+    one_request 0 applied &&
+    nsenter -t $pid -a vigild status --json | python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin)[\"generation\"] == 3 else 1)'"
   check "254: stop exits cleanly" bash -c "
     nsenter -t $pid -a systemctl stop vigild &&
     [ \"\$(nsenter -t $pid -a systemctl show -P Result vigild)\" = success ]"

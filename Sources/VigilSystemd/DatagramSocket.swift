@@ -1,0 +1,94 @@
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// A close-on-exec `AF_UNIX` datagram socket that sends to one address: systemd's notify socket
+/// or journald's native socket.
+///
+/// Sends never block unless asked to: a peer that is frozen (`SIGSTOP`) or slow fills its
+/// queue, and a blocking `sendmsg` would then stall the daemon's event loop.
+package final class DatagramSocket: Sendable {
+    /// What became of one datagram.
+    package enum Outcome: Sendable, Equatable {
+        /// The kernel queued it for the peer.
+        case sent
+        /// The peer's queue is full (`EAGAIN`); nothing was sent.
+        case wouldBlock
+        /// The send failed with this errno (`ENOENT`, `ECONNREFUSED`: nobody listens;
+        /// `EMSGSIZE`: too big).
+        case failed(Int32)
+    }
+
+    private let descriptor: Int32
+    private let address: Address
+
+    private struct Address: @unchecked Sendable {
+        var storage = sockaddr_un()
+        var length: socklen_t = 0
+    }
+
+    /// Opens a socket for `address`: an absolute path, or `@name` for Linux's abstract namespace
+    /// (as `NOTIFY_SOCKET` may say). Returns `nil` for anything else, or when the address does
+    /// not fit `sun_path`.
+    ///
+    /// - Parameter sendBuffer: `SO_SNDBUF` to ask for, as libsystemd does for the journal (the
+    ///   kernel caps it), so large entries fit one datagram.
+    package init?(address text: String, sendBuffer: Int32? = nil) {
+        var address = Address()
+        address.storage.sun_family = sa_family_t(AF_UNIX)
+        var bytes = Array(text.utf8)
+        guard let first = bytes.first, first == UInt8(ascii: "/") || first == UInt8(ascii: "@") else { return nil }
+        let capacity = MemoryLayout.size(ofValue: address.storage.sun_path)
+        // A path needs its terminating NUL inside sun_path; an abstract name does not.
+        guard bytes.count < capacity || (first == UInt8(ascii: "@") && bytes.count <= capacity) else { return nil }
+        if first == UInt8(ascii: "@") { bytes[0] = 0 }
+        withUnsafeMutableBytes(of: &address.storage.sun_path) { raw in
+            for (index, byte) in bytes.enumerated() { raw[index] = byte }
+        }
+        let pathOffset = MemoryLayout<sockaddr_un>.offset(of: \.sun_path) ?? 2
+        address.length = socklen_t(pathOffset + bytes.count + (first == UInt8(ascii: "@") ? 0 : 1))
+        let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard descriptor >= 0 else { return nil }
+        if var size = sendBuffer {
+            let length = socklen_t(MemoryLayout<Int32>.size)
+            // SO_SNDBUFFORCE passes the system cap for a privileged daemon; SO_SNDBUF for the rest.
+            if setsockopt(descriptor, SOL_SOCKET, SO_SNDBUFFORCE, &size, length) != 0 {
+                setsockopt(descriptor, SOL_SOCKET, SO_SNDBUF, &size, length)
+            }
+        }
+        self.descriptor = descriptor
+        self.address = address
+    }
+
+    deinit { close(descriptor) }
+
+    /// Sends `bytes` as one datagram. The corresponding C function is `sendto(2)` with
+    /// `MSG_DONTWAIT | MSG_NOSIGNAL`, or without `MSG_DONTWAIT` when `blocking`.
+    package func send(_ bytes: UnsafeRawBufferPointer, blocking: Bool = false) -> Outcome {
+        let flags = Int32(MSG_NOSIGNAL) | (blocking ? 0 : Int32(MSG_DONTWAIT))
+        var address = self.address
+        while true {
+            let result = withUnsafePointer(to: &address.storage) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(descriptor, bytes.baseAddress, bytes.count, flags, $0, address.length)
+                }
+            }
+            if result >= 0 { return .sent }
+            switch errno {
+            case EINTR: continue
+            case EAGAIN, EWOULDBLOCK, ENOBUFS: return .wouldBlock
+            case let code: return .failed(code)
+            }
+        }
+    }
+
+    /// Sends the UTF-8 of `text` as one datagram (see ``send(_:blocking:)``).
+    package func send(_ text: String, blocking: Bool = false) -> Outcome {
+        var text = text
+        return text.withUTF8 { send(UnsafeRawBufferPointer($0), blocking: blocking) }
+    }
+}

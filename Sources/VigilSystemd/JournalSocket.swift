@@ -1,0 +1,82 @@
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// journald's native socket, spoken to without ever blocking, with a count of what it could
+/// not take.
+///
+/// `sd_journal_sendv(3)` blocks while journald is frozen (`SIGSTOP`, a debugger) or its queue is
+/// full (`net.unix.max_dgram_qlen`, 512 by default, 10 in some containers), and a daemon whose
+/// event loop logs would then stall until the watchdog kills it. So entries go out in journald's
+/// native protocol (systemd's "Native Journal Protocol") with `MSG_DONTWAIT`: an entry that does
+/// not fit the queue is dropped and counted, and once journald takes entries again the next
+/// entry is preceded by one that says how many were lost (``droppedEntriesMessageID``,
+/// `VIGIL_DROPPED_ENTRIES=N`).
+///
+/// A value over ``maximumValueBytes`` is cut (ending in `… [N bytes cut]`) rather than sent
+/// through a sealed memfd as libsystemd does: one non-blocking `sendmsg` per entry keeps the
+/// cost of a log call bounded and the logging path free of file descriptors to manage, and a
+/// message that long is a bug to see, not data to keep.
+package final class JournalSocket: Sendable {
+    /// journald's socket for native entries.
+    package static let defaultPath = "/run/systemd/journal/socket"
+    /// The process's connection, opened on first use.
+    package static let shared = JournalSocket(path: defaultPath)
+
+    /// The `MESSAGE_ID` of the entry that reports dropped entries.
+    package static let droppedEntriesMessageID = LifecycleMessageID.journalEntriesDropped.rawValue
+    /// The most bytes of one field's value that go to the journal.
+    package static let maximumValueBytes = 48 * 1024
+
+    /// What became of one entry.
+    package enum Outcome: Sendable, Equatable {
+        /// journald has it (and, before it, the report of any earlier drops).
+        case sent
+        /// journald's queue was full: dropped and counted.
+        case dropped
+        /// Nobody listens (journald stopped): the caller should fall back to stderr.
+        case failed(Int32)
+    }
+
+    private let socket: DatagramSocket?
+    private let dropped = Mutex(0)
+
+    /// A connection to the native socket at `path` (tests pass their own).
+    package init(path: String) {
+        // 8 MiB, as libsystemd asks for: the kernel caps it at net.core.wmem_max.
+        socket = DatagramSocket(address: path, sendBuffer: 8 << 20)
+    }
+
+    /// Entries dropped since the last report.
+    package var droppedCount: Int { dropped.withLock { $0 } }
+
+    /// Sends one entry's payload. When entries were dropped before, first sends `report(n)`'s
+    /// payload; if journald cannot take that, the entry is dropped and counted too, so the
+    /// report always comes before anything sent after a loss.
+    package func send(_ payload: [UInt8], report: (Int) -> [UInt8]) -> Outcome {
+        guard let socket else { return .failed(EINVAL) }
+        return dropped.withLock { dropped in
+            if dropped > 0 {
+                let outcome = report(dropped).withUnsafeBytes { socket.send($0) }
+                switch outcome {
+                case .sent: dropped = 0
+                case .wouldBlock, .failed(EMSGSIZE):
+                    dropped += 1
+                    return .dropped
+                case .failed(let code): return .failed(code)
+                }
+            }
+            switch payload.withUnsafeBytes({ socket.send($0) }) {
+            case .sent: return .sent
+            case .wouldBlock, .failed(EMSGSIZE):
+                dropped += 1
+                return .dropped
+            case .failed(let code): return .failed(code)
+            }
+        }
+    }
+}

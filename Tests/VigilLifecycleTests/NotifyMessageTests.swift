@@ -1,0 +1,75 @@
+import Testing
+import VigilLifecycle
+
+/// Every notification fits in one systemd datagram, whatever text a reason carries (issue 10,
+/// item 5: a 5,000-character rejection reason made `STATUS=`+`READY=1` too big, systemd dropped
+/// it and `systemctl reload` hung).
+@Suite struct NotifyMessageTests {
+    /// Texts a rejection reason or a listener could put into `STATUS=`.
+    static let hostileTexts: [String] = [
+        String(repeating: "x", count: 5_000),
+        "logLevel: " + String(repeating: "x", count: 5_000) + " is not a log level",
+        String(repeating: "\u{1}", count: 5_000),
+        String(repeating: "é", count: 3_000),
+        String(repeating: "😀", count: 3_000),
+        "e" + String(repeating: "\u{301}", count: 5_000),
+        String(repeating: "a\u{1B}[31m\r\n\u{85}\u{2028}\t", count: 1_000),
+        String(repeating: "x", count: 1_023) + "é",
+        String(repeating: "x", count: NotifyMessage.maximumStatusBytes),
+        "",
+    ]
+
+    /// Every message kind, with the widest value it can carry.
+    static func widest(status: String) -> [NotifyMessage] {
+        [
+            .ready, .reloading(monotonicMicroseconds: .max), .stopping, .status(status), .errno(.min),
+            .extendTimeout(microseconds: .max), .watchdog, .watchdogTrigger,
+        ]
+    }
+
+    @Test(arguments: hostileTexts) func statusIsBoundedOnACharacterBoundary(text: String) {
+        let wire = NotifyMessage.status(text).description
+        #expect(wire.hasPrefix("STATUS="))
+        let value = wire.dropFirst("STATUS=".count)
+        #expect(value.utf8.count <= NotifyMessage.maximumStatusBytes)
+        #expect(!value.contains { $0.isNewline }, "one line")
+        #expect(!value.unicodeScalars.contains { $0.properties.generalCategory == .control })
+        #expect(String(validating: Array(value.utf8), as: UTF8.self) != nil)
+        if text.utf8.count > NotifyMessage.maximumStatusBytes { #expect(value.hasSuffix("…")) }
+    }
+
+    @Test func shortTextIsKeptAndControlsAreEscaped() {
+        #expect(NotifyMessage.status("Running (generation 2)").description == "STATUS=Running (generation 2)")
+        #expect(NotifyMessage.status("a\nb\tc").description == "STATUS=a b c")
+        #expect(NotifyMessage.status("x\u{1B}[31m\u{0}<0>y").description == #"STATUS=x\x1B[31m\x00<0>y"#)
+        #expect(NotifyMessage.status("x\u{9B}y").description == #"STATUS=x\u{9B}y"#)
+        let cut = NotifyMessage.status(String(repeating: "x", count: 5_000)).description
+        #expect(cut == "STATUS=" + String(repeating: "x", count: NotifyMessage.maximumStatusBytes - 3) + "…")
+    }
+
+    /// Every combination the mediator sends (and any other subset of the message kinds, in any
+    /// order, with the widest values) is one datagram under systemd's limit.
+    @Test(arguments: hostileTexts) func everyCombinationFitsOneDatagram(text: String) {
+        let kinds = Self.widest(status: text)
+        for mask in 1..<(1 << kinds.count) {
+            let messages = kinds.indices.filter { mask & (1 << $0) != 0 }.map { kinds[$0] }
+            for order in [messages, messages.reversed()] {
+                let datagrams = NotifyMessage.datagrams(order)
+                #expect(datagrams == [NotifyMessage.datagram(order)])
+                #expect(datagrams[0].utf8.count <= NotifyMessage.maximumDatagramBytes)
+            }
+        }
+    }
+
+    /// Even a list that cannot fit in one datagram is split between messages, in order, and
+    /// never into a datagram systemd would drop.
+    @Test func manyStatusesSplitBetweenMessages() {
+        let long = String(repeating: "x", count: 5_000)
+        let messages: [NotifyMessage] = Array(repeating: .status(long), count: 9) + [.ready]
+        let datagrams = NotifyMessage.datagrams(messages)
+        #expect(datagrams.count > 1)
+        #expect(datagrams.allSatisfy { $0.utf8.count <= NotifyMessage.maximumDatagramBytes })
+        #expect(datagrams.joined(separator: "\n") == NotifyMessage.datagram(messages))
+        #expect(datagrams.last?.hasSuffix("\nREADY=1") == true)
+    }
+}

@@ -1,0 +1,192 @@
+import Glibc
+import Logging
+import Testing
+import VigilSystemd
+import VigilTesting
+
+/// A bound datagram socket that nobody reads until the test says so: a frozen journald or
+/// systemd, as their queues see it.
+private final class StalledPeer {
+    let path: String
+    let descriptor: Int32
+    private let directory: String
+
+    init() throws {
+        var template = Array("/tmp/vigil-peer-XXXXXX".utf8CString)
+        directory = String(cString: mkdtemp(&template)!)
+        path = directory + "/socket"
+        descriptor = try UnixDatagramSocket.bind(path: path)
+    }
+
+    deinit {
+        close(descriptor)
+        unlink(path)
+        rmdir(directory)
+    }
+
+    /// Everything queued so far, without waiting.
+    func drain() -> [[UInt8]] {
+        var datagrams: [[UInt8]] = []
+        var buffer = [UInt8](repeating: 0, count: 256 * 1024)
+        while true {
+            let count = buffer.withUnsafeMutableBytes {
+                recv(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT))
+            }
+            guard count >= 0 else { return datagrams }
+            datagrams.append(Array(buffer[0..<count]))
+        }
+    }
+
+    /// The next datagram, waiting up to `seconds`.
+    func receive(seconds: Int = 10) -> [UInt8]? {
+        var timeout = timeval(tv_sec: seconds, tv_usec: 0)
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var buffer = [UInt8](repeating: 0, count: 256 * 1024)
+        let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+        return count >= 0 ? Array(buffer[0..<count]) : nil
+    }
+}
+
+/// Parses journald's native protocol: `NAME=value\n`, or `NAME\n` + LE64 length + value + `\n`.
+private func nativeFields(_ bytes: [UInt8]) -> [String: String] {
+    var fields: [String: String] = [:]
+    var index = 0
+    while index < bytes.count {
+        guard let end = bytes[index...].firstIndex(where: { $0 == UInt8(ascii: "=") || $0 == UInt8(ascii: "\n") })
+        else { break }
+        let name = String(decoding: bytes[index..<end], as: UTF8.self)
+        if bytes[end] == UInt8(ascii: "=") {
+            let stop = bytes[(end + 1)...].firstIndex(of: UInt8(ascii: "\n")) ?? bytes.count
+            fields[name] = String(decoding: bytes[(end + 1)..<stop], as: UTF8.self)
+            index = stop + 1
+        } else {
+            var length = 0
+            for byte in bytes[(end + 1)..<(end + 9)].reversed() { length = length << 8 | Int(byte) }
+            let start = end + 9
+            fields[name] = String(decoding: bytes[start..<(start + length)], as: UTF8.self)
+            index = start + length + 1
+        }
+    }
+    return fields
+}
+
+/// journald and systemd that do not read must never block the daemon (issue 10, item 8).
+@Suite(.serialized) struct JournalSocketTests {
+    private func logger(_ socket: JournalSocket) -> Logger {
+        Logger(label: "vigild.test") { label in
+            JournalLogHandler(label: label, identifier: "vigild", levelControl: LogLevelControl(.info), socket: socket)
+        }
+    }
+
+    @Test func speaksTheNativeProtocolWithEveryField() throws {
+        let peer = try StalledPeer()
+        logger(JournalSocket(path: peer.path)).warning(
+            "line one\nline two",
+            metadata: ["MESSAGE_ID": "61ece635e54942e1b9c1dd26c92678c0", "vigil-generation": "2"]
+        )
+        let datagram = try #require(peer.receive())
+        let fields = nativeFields(datagram)
+        #expect(fields["MESSAGE"] == "line one\nline two")
+        #expect(fields["PRIORITY"] == "4")
+        #expect(fields["SYSLOG_IDENTIFIER"] == "vigild")
+        #expect(fields["MESSAGE_ID"] == "61ece635e54942e1b9c1dd26c92678c0")
+        #expect(fields["VIGIL_GENERATION"] == "2")
+        #expect(fields["CODE_FILE"]?.hasSuffix("NonBlockingPeerTests.swift") == true)
+        #expect(fields["CODE_LINE"] != nil && fields["CODE_FUNC"] != nil)
+        #expect(fields["SWIFT_LOG_LABEL"] == "vigild.test")
+    }
+
+    @Test func aFullQueueDropsCountsAndReportsOnceItDrains() throws {
+        let peer = try StalledPeer()
+        let socket = JournalSocket(path: peer.path)
+        let log = logger(socket)
+        let clock = ContinuousClock()
+        let start = clock.now
+        for index in 0..<2_000 { log.info("entry \(index)") }
+        #expect(clock.now - start < .seconds(5), "2,000 entries into a stalled journal never block")
+        let queued = peer.drain()
+        #expect(!queued.isEmpty)
+        #expect(socket.droppedCount == 2_000 - queued.count)
+        #expect(socket.droppedCount > 0)
+
+        log.info("after the drain")
+        let reportDatagram = try #require(peer.receive())
+        let report = nativeFields(reportDatagram)
+        #expect(report["MESSAGE_ID"] == JournalSocket.droppedEntriesMessageID)
+        #expect(report["VIGIL_DROPPED_ENTRIES"] == "\(2_000 - queued.count)")
+        #expect(report["MESSAGE"]?.hasPrefix("\(2_000 - queued.count) journal entries dropped") == true)
+        #expect(report["PRIORITY"] == "4")
+        let after = try #require(peer.receive())
+        #expect(nativeFields(after)["MESSAGE"] == "after the drain")
+        #expect(socket.droppedCount == 0)
+    }
+
+    @Test func aHugeValueIsCutOnACharacterBoundary() throws {
+        let peer = try StalledPeer()
+        logger(JournalSocket(path: peer.path)).info("\(String(repeating: "é", count: 100_000))")
+        let datagram = try #require(peer.receive())
+        let message = try #require(nativeFields(datagram)["MESSAGE"])
+        #expect(message.utf8.count < JournalSocket.maximumValueBytes + 40)
+        #expect(message.hasSuffix("… [\(200_000 - JournalSocket.maximumValueBytes) bytes cut]"))
+        #expect(message.hasPrefix(String(repeating: "é", count: 1_000)))
+    }
+}
+
+/// In ``NotifierTests``, serialized with the other tests that set `NOTIFY_SOCKET`.
+extension NotifierTests {
+    @Test func aStalledManagerNeverBlocksAndGetsEveryNotificationInOrder() throws {
+        let peer = try StalledPeer()
+        setenv("NOTIFY_SOCKET", peer.path, 1)
+        defer { unsetenv("NOTIFY_SOCKET") }
+        let notifier = SystemdNotifier()
+        let clock = ContinuousClock()
+        let start = clock.now
+        for index in 0..<100 { try notifier.send("STATUS=\(index)") }
+        try notifier.send("READY=1")
+        #expect(clock.now - start < .seconds(5), "a stalled systemd never blocks the sender")
+        #expect(SystemdNotifier.backlog > 0, "the queue (max_dgram_qlen) filled up")
+        var received: [String] = []
+        while received.count < 101, let datagram = peer.receive() {
+            received.append(String(decoding: datagram, as: UTF8.self))
+        }
+        #expect(received == (0..<100).map { "STATUS=\($0)" } + ["READY=1"])
+    }
+
+    @Test func anAbstractSocketAddressIsHonoured() throws {
+        let name = "vigil-test-notify-\(getpid())"
+        let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        defer { close(descriptor) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (index, byte) in name.utf8.enumerated() { raw[index + 1] = byte }
+        }
+        let length = socklen_t(MemoryLayout<sa_family_t>.size + 1 + name.utf8.count)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) }
+        }
+        try #require(bound == 0)
+        setenv("NOTIFY_SOCKET", "@" + name, 1)
+        defer { unsetenv("NOTIFY_SOCKET") }
+        try SystemdNotifier().send("READY=1")
+        var buffer = [UInt8](repeating: 0, count: 64)
+        let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+        #expect(count == 7 && String(decoding: buffer[0..<7], as: UTF8.self) == "READY=1")
+        #expect(getenv("NOTIFY_SOCKET").map { String(cString: $0) } == "@" + name, "never unset")
+    }
+}
+
+@Suite struct StderrEscapingTests {
+    @Test func aMessageCannotForgeALineOrAPriority() {
+        let line = StderrLogHandler.line(
+            format: .syslogPrefixed,
+            label: "vigild",
+            level: .info,
+            message: "x\n<0>sshd[1]: FORGED\r\u{1B}[2J\u{85}",
+            metadata: ["reason": "a\nb"],
+            time: ""
+        )
+        #expect(line == #"<6>x\n<0>sshd[1]: FORGED\r\x1B[2J\u{85} reason=a\nb"#)
+        #expect(!line.contains { $0.isNewline })
+    }
+}
