@@ -177,6 +177,9 @@ in_sandbox systemctl stop vigild
 # shellcheck source=client.sh
 . "$here/client.sh"
 
+# shellcheck source=ready.sh
+. "$here/ready.sh"
+
 # --- systemd 254 with Type=notify-reload ---
 echo "# systemd 254 with notify-reload.conf"
 kill -s SIGRTMIN+4 "$pid"
