@@ -29,7 +29,10 @@ import Synchronization
 ///
 /// It is a swift-service-lifecycle `Service`: run it in a `ServiceGroup` next to a daemon's own
 /// services with ``serviceConfiguration``, so that a stop signal shuts the whole group down
-/// gracefully (and give the `ServiceGroup` no signals of its own).
+/// gracefully (and give the `ServiceGroup` no signals of its own). Services beside the group are
+/// not part of its readiness or its stop: `READY=1` does not wait for them and "Stopped" does
+/// not wait for their drain. A service that must be up before `READY=1` (an HTTP server) runs
+/// inside the group as a ``ServiceListener`` instead.
 ///
 /// - Important: ``run()`` installs process-wide handlers for the signals in
 ///   ``Configuration/signals`` before anything starts, and owns them until it returns.
