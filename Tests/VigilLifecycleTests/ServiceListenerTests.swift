@@ -291,4 +291,26 @@ struct BindFailed: Error, CustomStringConvertible {
         try await withRunningDaemon(listeners: [http]) { _ in }
         #expect(log.values == ["server.binding", "server.bound", "server.draining", "server.drained"])
     }
+
+    @Test func aClosureThatCancelsItsWorkAtGracefulShutdownStopsCleanly() async throws {
+        let log = AsyncRecorder<String>()
+        let (messages, producer) = AsyncStream.makeStream(of: Int.self)
+        let consumer = ServiceListener(
+            name: "queue",
+            run: { ready in
+                ready()
+                try await cancelWhenGracefulShutdown {
+                    for await message in messages { log.append("handled \(message)") }
+                    try Task.checkCancellation()
+                }
+            }
+        )
+        try await withRunningDaemon(listeners: [consumer]) { _ in
+            producer.yield(1)
+            try await log.wait { $0.contains("handled 1") }
+        }
+        // The stop cancelled the loop (a CancellationError, which is no failure): withRunningDaemon did not throw.
+        #expect(log.values == ["handled 1"])
+        producer.finish()
+    }
 }
