@@ -205,10 +205,14 @@ public struct Daemon: Sendable {
                     tasks.addTask { [notifier] in
                         await watchdog.run(
                             probe: { timeout in
-                                // Quiet while stopping: systemd no longer expects pings then.
-                                if group.isStopping { return .stopping }
+                                // Quiet once a stop is under way: the mediator answers no
+                                // probe after a stop request, and systemd expects no ping after
+                                // STOPPING=1 (a stop that waits for a slow hook to end first is
+                                // bounded by that hook's budget).
+                                let stopping = { group.terminationRequested || group.isStopping }
+                                if stopping() { return .stopping }
                                 if await group.probeHealth(timeout: timeout) { return .healthy }
-                                return group.isStopping ? .stopping : .unhealthy
+                                return stopping() ? .stopping : .unhealthy
                             },
                             ping: {
                                 do {

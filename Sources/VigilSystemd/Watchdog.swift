@@ -45,7 +45,8 @@ public struct Watchdog: Sendable {
         case healthy
         /// The mediator is wedged or a listener is unhealthy: withhold the ping (and say so).
         case unhealthy
-        /// The daemon is stopping (`STOPPING=1` went out): stop pinging, quietly.
+        /// The daemon is stopping (a stop was requested, or `STOPPING=1` went out): stop pinging,
+        /// quietly.
         ///
         /// systemd stops the watchdog when the unit leaves the running state — on `STOPPING=1`,
         /// or on `systemctl stop` — and the stop is bounded by `TimeoutStopSec=` instead. A

@@ -1,5 +1,6 @@
 import Logging
 import ServiceLifecycle
+import Synchronization
 import Testing
 import Vigil
 import VigilTesting
@@ -153,6 +154,33 @@ private struct DrainingService: Service {
         #expect(!all[stopping...].contains([.watchdog]))
     }
 
+    /// A stop that arrives while a slow reload runs: the mediator cannot answer probes until the
+    /// reload ends and it sends STOPPING=1, but the stop is already under way; no false alarm.
+    @Test func theWatchdogIsQuietBetweenAStopRequestAndStoppingOne() async throws {
+        let entries = AsyncRecorder<LoggedEntry>()
+        let notifier = RecordingNotifier()
+        let steps = AsyncRecorder<String>()
+        let slowReload = SlowReloadListener(steps: steps)
+        let daemon = makeDaemon(
+            [slowReload],
+            notifier: notifier,
+            entries: entries,
+            watchdog: Watchdog(interval: .milliseconds(400))
+        )
+        let running = Task { await daemon.run() }
+        try await notifier.waitForReady()
+        // Right after a ping, so that the next probe (200 ms later) comes after the stop request.
+        try await notifier.notifications.wait { $0.contains([.watchdog]) }
+        try await steps.wait { $0.contains("start") }
+        let context = try #require(slowReload.context)
+        context.requestReload()
+        try await steps.wait { $0.contains("prepare") }
+        context.requestTermination("test")
+        #expect(await running.value == 0)
+        let values = entries.values
+        #expect(!values.contains { $0.messageID == LifecycleMessageID.watchdogFault.rawValue }, "\(values)")
+    }
+
     @Test func healthBudgetsLongerThanTheProbeTimeoutAreCutWithOneWarningNamingTheListener() async throws {
         let entries = AsyncRecorder<LoggedEntry>()
         let notifier = RecordingNotifier()
@@ -193,5 +221,26 @@ private struct DrainingService: Service {
                 + "'configuration' (2.0 seconds), 'http' (5.0 seconds); cut to 1.0 seconds. "
                 + "Give these listeners a shorter health budget (ListenerBudgets.health), or raise WatchdogSec=."
         )
+    }
+}
+
+/// Takes 600 ms to prepare each reload (three watchdog ping intervals in the test above).
+private final class SlowReloadListener: Listener {
+    let name = "slow-reload"
+    let steps: AsyncRecorder<String>
+    private let captured = Mutex<ListenerContext?>(nil)
+    init(steps: AsyncRecorder<String>) { self.steps = steps }
+    var context: ListenerContext? { captured.withLock { $0 } }
+    var budgets: ListenerBudgets? { ListenerBudgets(health: .milliseconds(50)) }
+
+    func start(context: ListenerContext) async throws {
+        captured.withLock { $0 = context }
+        steps.append("start")
+    }
+
+    func prepareReload(_ reload: ReloadTransaction, context: ListenerContext) async throws -> ReloadDecision {
+        steps.append("prepare")
+        try await Task.sleep(for: .milliseconds(600))
+        return .accept
     }
 }
