@@ -14,7 +14,9 @@ in_sandbox systemctl start vigild
 ready_budget_warning() {
   # One warning, at start, naming every listener whose health budget was cut.
   local warnings
-  warnings=$(in_sandbox journalctl -u vigild -o json --no-pager --after-cursor="$ready_before" | python3 -c "
+  local from=()
+  [ -n "$ready_before" ] && from=(--after-cursor="$ready_before")
+  warnings=$(in_sandbox journalctl -u vigild -o json --no-pager "${from[@]}" | python3 -c "
 import json, sys
 for line in sys.stdin:
     e = json.loads(line)
@@ -46,6 +48,45 @@ check "ready: a 4 s drain under WatchdogSec=2s ends with Result=success and no w
 # libdispatch's event-manager thread asks for nice -4; LimitNICE=-4 (RLIMIT_NICE 24) lets it.
 check "ready: the unit allows nice -4 (LimitNICE=, for libdispatch's manager thread)" \
   bash -c "[ \"\$(nsenter -t $pid -a systemctl show -P LimitNICE vigild)\" = 24 ]"
+
+# Why the watchdog goes quiet while stopping: two notify services under WatchdogSec=2s that send
+# STOPPING=1 at SIGTERM and then take 3 s to stop. The one that pings once after STOPPING=1 gets
+# its watchdog armed again and is killed by it; the quiet one stops cleanly.
+cat > "$root/usr/local/bin/ready-watchdog-probe" <<'PROBE'
+#!/usr/bin/python3
+import os, signal, socket, sys, time
+address = os.environ["NOTIFY_SOCKET"]
+if address.startswith("@"): address = "\0" + address[1:]
+notify_socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+def notify(message): notify_socket.sendto(message.encode(), address)
+stopping = []
+signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+notify("READY=1")
+while not stopping:
+    notify("WATCHDOG=1"); time.sleep(0.2)
+notify("STOPPING=1")
+if sys.argv[1] == "ping": notify("WATCHDOG=1")
+time.sleep(3)
+PROBE
+chmod 0755 "$root/usr/local/bin/ready-watchdog-probe"
+for mode in ping quiet; do
+  printf '[Service]\nType=notify\nExecStart=/usr/local/bin/ready-watchdog-probe %s\nWatchdogSec=2s\n' "$mode" \
+    > "$root/etc/systemd/system/ready-watchdog-$mode.service"
+done
+in_sandbox systemctl daemon-reload
+ready_watchdog_after_stopping() {
+  in_sandbox systemctl start ready-watchdog-ping ready-watchdog-quiet || return 1
+  in_sandbox systemctl stop ready-watchdog-ping ready-watchdog-quiet
+  local ping quiet
+  ping=$(in_sandbox systemctl show -P Result ready-watchdog-ping)
+  quiet=$(in_sandbox systemctl show -P Result ready-watchdog-quiet)
+  echo "pinged after STOPPING=1: Result=$ping; quiet: Result=$quiet"
+  [ "$ping" = watchdog ] && [ "$quiet" = success ]
+}
+check "ready: systemd arms the watchdog again on a ping after STOPPING=1 (so vigild stops pinging)" \
+  ready_watchdog_after_stopping
+in_sandbox systemctl reset-failed ready-watchdog-ping 2>/dev/null || true
+rm -f "$root/etc/systemd/system/ready-watchdog-"*.service
 
 rm -rf "$root/etc/systemd/system/vigild.service.d"
 in_sandbox systemctl daemon-reload
