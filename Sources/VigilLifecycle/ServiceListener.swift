@@ -40,8 +40,12 @@ import Synchronization
 /// The part runs in a `ServiceGroup` of its own that owns no signals (the daemon's mediator owns
 /// them), in a task that lives from `start` to `terminate`.
 public final class ServiceListener: Listener {
+    /// The listener's name, in logs, errors and other listeners' dependencies.
     public let name: String
+    /// The listeners that start before this one and stop after it.
     public let dependencies: [String]
+    /// Its budgets, or `nil` for the group's: `start` bounds the wait for readiness,
+    /// `terminate` the graceful shutdown.
     public let budgets: ListenerBudgets?
 
     private enum Part: Sendable {
