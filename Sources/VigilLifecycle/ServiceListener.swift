@@ -14,7 +14,9 @@ import Synchronization
 /// let worker = ServiceListener(name: "queue", run: { ready in
 ///     let queue = try await Queue.connect()
 ///     ready()
-///     try await queue.process(until: gracefulShutdown)  // swift-service-lifecycle's graceful shutdown
+///     try await cancelWhenGracefulShutdown {  // swift-service-lifecycle
+///         for try await message in queue.messages { try await handle(message) }
+///     }
 /// })
 /// ```
 ///
