@@ -32,9 +32,12 @@ public struct Daemon: Sendable {
     public let listeners: [any Listener]
     /// Steps that run before any listener starts.
     public let startupCommands: [any StartupCommand]
-    /// Other swift-service-lifecycle services to run alongside (an HTTP server, say); they shut
-    /// down gracefully when the daemon stops.
-    public let services: [any Service]
+    /// swift-service-lifecycle services given to the deprecated
+    /// ``init(identifier:version:listeners:startupCommands:services:values:logging:)``; each runs
+    /// as a ``ServiceListener`` that is ready as soon as it runs.
+    @available(*, deprecated, message: "Run each service as a ServiceListener, which can wait until it is ready")
+    public var services: [any Service] { legacyServices }
+    private let legacyServices: [any Service]
     /// Signals, budgets and shared values for the mediator.
     public var signals: SignalMap
     /// Default listener budgets.
@@ -87,20 +90,75 @@ public struct Daemon: Sendable {
     }
 
     /// Creates a daemon.
+    ///
+    /// A long-running part (an HTTP server, a queue consumer) is a ``ServiceListener`` among
+    /// the `listeners`: its start completes when it says it is ready, so `READY=1` follows it.
     public init(
         identifier: String,
         version: String,
         listeners: [any Listener],
         startupCommands: [any StartupCommand] = [],
-        services: [any Service] = [],
         values: ValueStore = ValueStore(),
+        logging: Logging
+    ) {
+        self.init(
+            identifier: identifier,
+            version: version,
+            listeners: listeners,
+            startupCommands: startupCommands,
+            legacyServices: [],
+            values: values,
+            logging: logging
+        )
+    }
+
+    /// Creates a daemon that also runs swift-service-lifecycle services.
+    ///
+    /// Each service runs as a ``ServiceListener`` that depends on every listener (it starts
+    /// last, stops first, gets graceful shutdown within its terminate budget, and "Stopped" is
+    /// logged only after it ended) and counts as ready as soon as it runs: a service cannot say
+    /// when it has bound, so `READY=1` may still precede the bind. Use ``ServiceListener``
+    /// directly and call its ``ReadySignal`` from the service's own readiness callback
+    /// (Hummingbird's `onServerRunning`) instead.
+    @available(
+        *,
+        deprecated,
+        message: "Run each service as a ServiceListener { ready in … } that calls ready() once it has bound"
+    )
+    public init(
+        identifier: String,
+        version: String,
+        listeners: [any Listener],
+        startupCommands: [any StartupCommand] = [],
+        services: [any Service],
+        values: ValueStore = ValueStore(),
+        logging: Logging
+    ) {
+        self.init(
+            identifier: identifier,
+            version: version,
+            listeners: listeners,
+            startupCommands: startupCommands,
+            legacyServices: services,
+            values: values,
+            logging: logging
+        )
+    }
+
+    private init(
+        identifier: String,
+        version: String,
+        listeners: [any Listener],
+        startupCommands: [any StartupCommand],
+        legacyServices: [any Service],
+        values: ValueStore,
         logging: Logging
     ) {
         self.identifier = identifier
         self.version = version
         self.listeners = listeners
         self.startupCommands = startupCommands
-        self.services = services
+        self.legacyServices = legacyServices
         self.values = values
         self.logging = logging
         self.signals = .default
@@ -118,7 +176,7 @@ public struct Daemon: Sendable {
         let group: ListenerGroup
         do {
             group = try ListenerGroup(
-                listeners: listeners,
+                listeners: listeners + Self.serviceListeners(legacyServices, after: listeners),
                 startupCommands: startupCommands,
                 configuration: .init(
                     logger: logger,
@@ -127,13 +185,17 @@ public struct Daemon: Sendable {
                     budgets: budgets,
                     observers: [LifecycleLogger(logger: logger, version: version)] + observers,
                     values: values,
-                    metrics: metrics
+                    metrics: metrics,
+                    maximumHealthBudget: watchdog?.probeTimeout
                 )
             )
         } catch {
             logger.critical("\(identifier) cannot start: \(error)")
             try? notifier.notify([.status("Cannot start: \(error)")])
             return 1
+        }
+        if let watchdog, let warning = Self.healthBudgetWarning(group.healthBudgetsOverLimit, watchdog: watchdog) {
+            logger.warning("\(warning)")
         }
         // Counted in LifecycleMetrics' table (vigil_watchdog_pings_withheld_total).
         let withheld = Counter(label: "vigil_watchdog_pings_withheld_total", factory: metrics)
@@ -142,7 +204,16 @@ public struct Daemon: Sendable {
                 if let watchdog {
                     tasks.addTask { [notifier] in
                         await watchdog.run(
-                            probe: { timeout in await group.probeHealth(timeout: timeout) },
+                            probe: { timeout in
+                                // Quiet once a stop is under way: the mediator answers no
+                                // probe after a stop request, and systemd expects no ping after
+                                // STOPPING=1 (a stop that waits for a slow hook to end first is
+                                // bounded by that hook's budget).
+                                let stopping = { group.terminationRequested || group.isStopping }
+                                if stopping() { return .stopping }
+                                if await group.probeHealth(timeout: timeout) { return .healthy }
+                                return stopping() ? .stopping : .unhealthy
+                            },
                             ping: {
                                 do {
                                     try notifier.notify([.watchdog])
@@ -161,20 +232,7 @@ public struct Daemon: Sendable {
                         )
                     }
                 }
-                if services.isEmpty {
-                    try await group.run()
-                } else {
-                    let serviceGroup = ServiceGroup(
-                        configuration: .init(
-                            services: [group.serviceConfiguration]
-                                + services.map {
-                                    .init(service: $0, successTerminationBehavior: .gracefullyShutdownGroup)
-                                },
-                            logger: logger
-                        )
-                    )
-                    try await serviceGroup.run()
-                }
+                try await group.run()
                 tasks.cancelAll()
             }
             return 0
@@ -191,5 +249,32 @@ public struct Daemon: Sendable {
             logger.critical("\(error)")
             return 1
         }
+    }
+}
+
+extension Daemon {
+    /// The deprecated `services:` as listeners: each depends on every listener, so it starts
+    /// last and stops first, and is ready as soon as it runs.
+    static func serviceListeners(_ services: [any Service], after listeners: [any Listener]) -> [any Listener] {
+        let names = listeners.map(\.name)
+        return services.enumerated().map { index, service in
+            ServiceListener(name: "service \(index + 1) (\(type(of: service)))", dependencies: names) { ready in
+                ready()
+                try await service.run()
+            }
+        }
+    }
+
+    /// The one warning for health budgets that exceed the watchdog probe's timeout, naming each
+    /// listener whose budget was cut to it; `nil` when none was.
+    package static func healthBudgetWarning(
+        _ overLimit: [(listener: String, health: Duration)],
+        watchdog: Watchdog
+    ) -> String? {
+        guard !overLimit.isEmpty else { return nil }
+        let names = overLimit.map { "'\($0.listener)' (\($0.health))" }.joined(separator: ", ")
+        return "Health budget longer than the watchdog probe's timeout of \(watchdog.probeTimeout) "
+            + "(a quarter of WatchdogSec=\(watchdog.interval)): \(names); cut to \(watchdog.probeTimeout). "
+            + "Give these listeners a shorter health budget (ListenerBudgets.health), or raise WatchdogSec=."
     }
 }

@@ -11,11 +11,29 @@ public final class ListenerContext: Sendable {
     public let logger: Logger
 
     let core: MediatorCore
+    private let budgetsByListener: [String: ListenerBudgets]
+    private let defaultBudgets: ListenerBudgets
 
-    init(values: ValueStore, logger: Logger, core: MediatorCore) {
+    init(
+        values: ValueStore,
+        logger: Logger,
+        core: MediatorCore,
+        budgets: [String: ListenerBudgets] = [:],
+        defaultBudgets: ListenerBudgets = ListenerBudgets()
+    ) {
         self.values = values
         self.logger = logger
         self.core = core
+        self.budgetsByListener = budgets
+        self.defaultBudgets = defaultBudgets
+    }
+
+    /// The budgets the mediator holds the named listener to: its own, or the group's defaults,
+    /// with the health budget capped at ``ListenerGroup/Configuration/maximumHealthBudget``.
+    /// A listener that must finish its work before its budget runs out (``ServiceListener``
+    /// cancels its part shortly before) reads its budget here.
+    public func budgets(for listener: String) -> ListenerBudgets {
+        budgetsByListener[listener] ?? defaultBudgets
     }
 
     /// The configuration generation in force: 1 at start, +1 per applied reload.

@@ -29,7 +29,10 @@ import Synchronization
 ///
 /// It is a swift-service-lifecycle `Service`: run it in a `ServiceGroup` next to a daemon's own
 /// services with ``serviceConfiguration``, so that a stop signal shuts the whole group down
-/// gracefully (and give the `ServiceGroup` no signals of its own).
+/// gracefully (and give the `ServiceGroup` no signals of its own). Services beside the group are
+/// not part of its readiness or its stop: `READY=1` does not wait for them and "Stopped" does
+/// not wait for their drain. A service that must be up before `READY=1` (an HTTP server) runs
+/// inside the group as a ``ServiceListener`` instead.
 ///
 /// - Important: ``run()`` installs process-wide handlers for the signals in
 ///   ``Configuration/signals`` before anything starts, and owns them until it returns.
@@ -53,6 +56,11 @@ public final class ListenerGroup: Service {
         /// Where ``LifecycleMetrics`` go: swift-metrics' bootstrapped factory unless given (so
         /// bootstrap a backend before building the configuration).
         public var metrics: any MetricsFactory
+        /// A ceiling on every listener's health budget, or `nil` for none. Under a watchdog it
+        /// is the probe's timeout: a health check allowed to run longer than the probe waits
+        /// would only ever be reported as a missed ping. ``ListenerGroup/healthBudgetsOverLimit``
+        /// names the listeners it shortens.
+        public var maximumHealthBudget: Duration?
 
         /// Creates a configuration with systemd's default signal map and default budgets.
         public init(
@@ -63,8 +71,10 @@ public final class ListenerGroup: Service {
             observers: [any LifecycleObserver] = [],
             values: ValueStore = ValueStore(),
             extendTimeoutAfter: Duration = .seconds(1),
-            metrics: any MetricsFactory = MetricsSystem.factory
+            metrics: any MetricsFactory = MetricsSystem.factory,
+            maximumHealthBudget: Duration? = nil
         ) {
+            self.maximumHealthBudget = maximumHealthBudget
             self.logger = logger
             self.notifier = notifier
             self.signals = signals
@@ -87,6 +97,13 @@ public final class ListenerGroup: Service {
     private let core: MediatorCore
     private let metrics: LifecycleMetrics
     private let started = Mutex(false)
+    /// Each listener's budgets as enforced (its own or the defaults, health capped).
+    private let effectiveBudgets: [String: ListenerBudgets]
+    private let defaultBudgets: ListenerBudgets
+
+    /// The listeners whose health budget exceeds ``Configuration/maximumHealthBudget`` and is
+    /// cut to it, with the budget each asked for; empty without a ceiling.
+    public let healthBudgetsOverLimit: [(listener: String, health: Duration)]
 
     /// Builds a group, checking that every dependency exists and that there is no cycle.
     ///
@@ -110,7 +127,30 @@ public final class ListenerGroup: Service {
             observers: configuration.observers,
             logger: configuration.logger
         )
-        self.context = ListenerContext(values: configuration.values, logger: configuration.logger, core: core)
+        let limit = configuration.maximumHealthBudget
+        func capped(_ budgets: ListenerBudgets) -> ListenerBudgets {
+            guard let limit, budgets.health > limit else { return budgets }
+            var budgets = budgets
+            budgets.health = limit
+            return budgets
+        }
+        var effective: [String: ListenerBudgets] = [:]
+        var overLimit: [(listener: String, health: Duration)] = []
+        for listener in self.listeners {
+            let declared = listener.budgets ?? configuration.budgets
+            if let limit, declared.health > limit { overLimit.append((listener.name, declared.health)) }
+            effective[listener.name] = capped(declared)
+        }
+        self.effectiveBudgets = effective
+        self.defaultBudgets = capped(configuration.budgets)
+        self.healthBudgetsOverLimit = overLimit
+        self.context = ListenerContext(
+            values: configuration.values,
+            logger: configuration.logger,
+            core: core,
+            budgets: effective,
+            defaultBudgets: defaultBudgets
+        )
         self.metrics = LifecycleMetrics(
             factory: configuration.metrics,
             listeners: self.listeners.map(\.name),
@@ -143,6 +183,9 @@ public final class ListenerGroup: Service {
 
     /// `true` once a stop was requested (by a signal, code, or the service group).
     public var terminationRequested: Bool { core.terminationRequested }
+
+    /// `true` once the group is stopping (it sent `STOPPING=1`, or start-up failed) or stopped.
+    public var isStopping: Bool { core.isStopping }
 
     /// Makes a round trip through the mediator and every listener's ``Listener/checkHealth(context:)``.
     ///
@@ -264,7 +307,7 @@ public final class ListenerGroup: Service {
     }
 
     private func budgets(_ listener: any Listener) -> ListenerBudgets {
-        listener.budgets ?? configuration.budgets
+        effectiveBudgets[listener.name] ?? defaultBudgets
     }
 
     private static func reason<Value>(_ outcome: HookOutcome<Value>, budget: String) -> String? {

@@ -119,6 +119,8 @@ final class MediatorCore: Sendable {
 
     var isUrgent: Bool { state.withLock { $0.urgent } }
 
+    var isStopping: Bool { state.withLock { $0.phase == .stopping || $0.phase == .stopped } }
+
     var terminationRequested: Bool { state.withLock { $0.termination != nil } }
 
     /// Registers what a second stop request should cut short; runs it at once when that request

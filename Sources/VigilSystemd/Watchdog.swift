@@ -39,16 +39,34 @@ public struct Watchdog: Sendable {
     /// so a ping that follows still lands well before systemd's deadline.
     public var probeTimeout: Duration { interval / 4 }
 
-    /// Pings until the task is cancelled: every ``pingInterval``, `probe`, and `ping` if healthy.
+    /// What a health probe found.
+    public enum Health: Sendable, Hashable {
+        /// The mediator answered in time and every listener is healthy: ping.
+        case healthy
+        /// The mediator is wedged or a listener is unhealthy: withhold the ping (and say so).
+        case unhealthy
+        /// The daemon is stopping (a stop was requested, or `STOPPING=1` went out): stop pinging,
+        /// quietly.
+        ///
+        /// systemd stops the watchdog when the unit leaves the running state — on `STOPPING=1`,
+        /// or on `systemctl stop` — and the stop is bounded by `TimeoutStopSec=` instead. A
+        /// ping sent after that would arm the watchdog again (systemd 252 does, measured in
+        /// Tests/EndToEnd/ready.sh), so that a long graceful drain would be killed with the
+        /// watchdog signal; and an error entry for every withheld ping would be a false alarm.
+        case stopping
+    }
+
+    /// Pings until the daemon stops or the task is cancelled: every ``pingInterval``, `probe`,
+    /// and `ping` if healthy.
     ///
     /// - Parameters:
-    ///   - probe: the round trip through the mediator; `false` (or no answer in
-    ///     ``probeTimeout``) withholds the ping.
+    ///   - probe: the round trip through the mediator; ``Health/unhealthy`` (or no answer in
+    ///     ``probeTimeout``) withholds the ping; ``Health/stopping`` ends the loop without a word.
     ///   - ping: sends `WATCHDOG=1`.
     ///   - missed: told about each withheld ping.
     ///   - sleep: how to wait (`EventLoopExecutor.sleep(for:)` under Vigil's event loop).
     public func run(
-        probe: @Sendable (Duration) async -> Bool,
+        probe: @Sendable (Duration) async -> Health,
         ping: @Sendable () -> Void,
         missed: @Sendable () -> Void = {},
         sleep: @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
@@ -62,10 +80,10 @@ public struct Watchdog: Sendable {
             } catch {
                 return
             }
-            if await probe(probeTimeout) {
-                ping()
-            } else {
-                missed()
+            switch await probe(probeTimeout) {
+            case .healthy: ping()
+            case .unhealthy: missed()
+            case .stopping: return
             }
         }
     }

@@ -15,6 +15,8 @@ import Vigil
 /// - `reload-slow`: every reload takes 3 s (its prepare phase waits; the failpoint listener comes
 ///   first, so a rejected reload is slow too), for a stop that arrives
 ///   while `systemctl reload` waits.
+/// - `stop-slow`: the stop takes 4 s (its terminate waits), as a graceful drain of in-flight work
+///   would, for the watchdog's silence while stopping.
 ///
 /// Never set these in production.
 struct Failpoints: Sendable {
@@ -69,6 +71,12 @@ struct FailpointListener: Listener {
         guard failpoints.contains("reload-slow") else { return }
         context.logger.warning("Failpoint reload-slow: this reload takes 3 s")
         try await EventLoopExecutor.sleep(for: .seconds(3))
+    }
+
+    func terminate(reason: TerminationReason, context: ListenerContext) async throws {
+        guard failpoints.contains("stop-slow") else { return }
+        context.logger.warning("Failpoint stop-slow: this stop takes 4 s")
+        try await EventLoopExecutor.sleep(for: .seconds(4))
     }
 
     func userSignal(_ signal: ProcessSignal, context: ListenerContext) async throws {

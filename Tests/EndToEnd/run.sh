@@ -179,9 +179,12 @@ in_sandbox systemctl stop vigild
 # shellcheck source=client.sh
 . "$here/client.sh"
 
-# shellcheck source=peers.sh
 # --- peers and early signals (issue 10: long STATUS=, frozen journald, early SIGHUP) ---
+# shellcheck source=peers.sh
 . "$here/peers.sh"
+
+# shellcheck source=ready.sh
+. "$here/ready.sh"
 
 # --- systemd 254: the same unit, one reload per request, a rejected one fails ---
 # Type=notify-reload was tried and dropped (systemd/README.md): with ExecReload= emptied a rejected

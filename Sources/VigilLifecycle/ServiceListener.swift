@@ -1,0 +1,251 @@
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// Runs a long-running part — a swift-service-lifecycle `Service` such as Hummingbird's
+/// `Application`, or a closure — as a listener whose start completes when the part says it is
+/// ready, so `READY=1` follows the bind.
+///
+/// ```swift
+/// let http = ServiceListener(name: "http", dependencies: ["configuration"]) { ready in
+///     Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 8080)),
+///                 onServerRunning: { _ in ready() })
+/// }
+/// let worker = ServiceListener(name: "queue", run: { ready in
+///     let queue = try await Queue.connect()
+///     ready()
+///     try await cancelWhenGracefulShutdown {  // swift-service-lifecycle
+///         for try await message in queue.messages { try await handle(message) }
+///     }
+/// })
+/// ```
+///
+/// What it guarantees:
+/// - **Start waits for readiness.** ``Listener/start(context:)`` starts the part and returns
+///   when the part calls its ``ReadySignal``. A part that throws (or returns) before it is ready
+///   fails the start: the daemon exits non-zero with the start-failed `MESSAGE_ID` and
+///   `STATUS=Failed to start: <name> <reason>`. So does a part that is not ready within the
+///   listener's start budget (it is cancelled).
+/// - **Graceful stop, then cancellation.** At stop the part gets swift-service-lifecycle's
+///   graceful shutdown (`gracefulShutdown()`, `withGracefulShutdownHandler`,
+///   `cancelWhenGracefulShutdown` all work inside it) and may finish what is in flight. When it
+///   has not ended shortly before the listener's terminate budget runs out (at the budget minus
+///   a tenth of it, at most one second before), it is cancelled, and the stop counts as failed
+///   (exit status 1): in-flight work was cut short. `terminate` returns only after the part has
+///   ended, so the lifecycle's "Stopped" entry follows the end of every part.
+/// - **A part that ends by itself is a fault.** A part that returns or throws while the daemon
+///   runs is reported as a fatal fault (`WATCHDOG=trigger`, the fatal-fault `MESSAGE_ID`,
+///   `STATUS=` with the reason) and the daemon stops with exit status 1, so that
+///   `Restart=on-failure` brings it back. A daemon whose part may finish on purpose lets it wait
+///   for graceful shutdown instead of returning.
+///
+/// The part runs in a `ServiceGroup` of its own that owns no signals (the daemon's mediator owns
+/// them), in a task that lives from `start` to `terminate`.
+public final class ServiceListener: Listener {
+    /// The listener's name, in logs, errors and other listeners' dependencies.
+    public let name: String
+    /// The listeners that start before this one and stop after it.
+    public let dependencies: [String]
+    /// Its budgets, or `nil` for the group's: `start` bounds the wait for readiness,
+    /// `terminate` the graceful shutdown.
+    public let budgets: ListenerBudgets?
+
+    private enum Part: Sendable {
+        case service(@Sendable (ReadySignal) async throws -> any Service)
+        case closure(@Sendable (ReadySignal) async throws -> Void)
+    }
+
+    private struct Running: Sendable {
+        let group: ServiceGroup
+        let task: Task<Void, Never>
+    }
+
+    private struct State {
+        var running: Running?
+        /// `terminate` began: the part's end is expected.
+        var stopping = false
+        /// Why the part ended while the daemon was running.
+        var endedEarly: String?
+        /// What the part threw when it ended during the stop.
+        var stopError: (any Error)?
+    }
+
+    private let part: Part
+    private let state = Mutex(State())
+
+    /// A listener that runs the `Service` that `makeService` builds.
+    ///
+    /// - Parameters:
+    ///   - name: the listener's name, in logs, errors and other listeners' dependencies.
+    ///   - dependencies: the listeners that start before this one (and stop after it).
+    ///   - budgets: its budgets; the start budget bounds the wait for readiness, the terminate
+    ///     budget the graceful shutdown.
+    ///   - makeService: builds the service at start and wires its readiness callback to the
+    ///     ``ReadySignal`` (Hummingbird: `onServerRunning: { _ in ready() }`).
+    public init<Part: Service>(
+        name: String,
+        dependencies: [String] = [],
+        budgets: ListenerBudgets? = nil,
+        service makeService: @escaping @Sendable (ReadySignal) async throws -> Part
+    ) {
+        self.name = name
+        self.dependencies = dependencies
+        self.budgets = budgets
+        self.part = .service { ready in try await makeService(ready) }
+    }
+
+    /// A listener that runs `run` until the daemon stops.
+    ///
+    /// - Parameters:
+    ///   - name: the listener's name, in logs, errors and other listeners' dependencies.
+    ///   - dependencies: the listeners that start before this one (and stop after it).
+    ///   - budgets: its budgets; the start budget bounds the wait for readiness, the terminate
+    ///     budget the graceful shutdown.
+    ///   - run: the part: it calls its ``ReadySignal`` once ready, then works until graceful
+    ///     shutdown (swift-service-lifecycle's `gracefulShutdown()`) or cancellation.
+    public init(
+        name: String,
+        dependencies: [String] = [],
+        budgets: ListenerBudgets? = nil,
+        run: @escaping @Sendable (ReadySignal) async throws -> Void
+    ) {
+        self.name = name
+        self.dependencies = dependencies
+        self.budgets = budgets
+        self.part = .closure(run)
+    }
+
+    public func start(context: ListenerContext) async throws {
+        let ready = ReadySignal(context: context)
+        let service: any Service
+        switch part {
+        case .service(let make): service = try await make(ready)
+        case .closure(let run): service = ClosureService { try await run(ready) }
+        }
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [
+                    .init(
+                        service: service,
+                        successTerminationBehavior: .ignore,
+                        failureTerminationBehavior: .cancelGroup
+                    )
+                ],
+                logger: context.logger
+            )
+        )
+        // The part outlives this hook: it runs until terminate() shuts it down or it ends by
+        // itself, so it needs a task of its own; terminate() awaits it.
+        let task = Task { [self] in
+            var failure: (any Error)?
+            do {
+                try await group.run()
+            } catch {
+                failure = error
+            }
+            partEnded(failure, ready: ready, context: context)
+        }
+        state.withLock { $0.running = Running(group: group, task: task) }
+        switch await ready.wait() {
+        case .ready:
+            return
+        case .ended(let error):
+            await task.value
+            if let error { throw error }
+            throw ServiceListenerError(
+                .endedBeforeReady,
+                "ended before it was ready (it returned without calling ready())"
+            )
+        case .cancelled:
+            // The start budget ran out: the mediator abandons this hook; do not leave the part behind.
+            task.cancel()
+            throw CancellationError()
+        }
+    }
+
+    private func partEnded(_ error: (any Error)?, ready: ReadySignal, context: ListenerContext) {
+        ready.settle(.ended(error))
+        let fault = state.withLock { state -> String? in
+            if state.stopping {
+                state.stopError = error
+                return nil
+            }
+            guard ready.isReady else { return nil }  // start() reports it
+            let reason =
+                error.map { "ended while the daemon was running: \($0)" } ?? "ended while the daemon was running"
+            state.endedEarly = reason
+            return reason
+        }
+        if let fault {
+            context.reportFatalFault(fault, listener: name)
+            context.requestTermination("'\(name)' \(fault)")
+        }
+    }
+
+    public func terminate(reason: TerminationReason, context: ListenerContext) async throws {
+        let running = state.withLock { state -> Running? in
+            state.stopping = true
+            return state.running
+        }
+        guard let running else { return }
+        await running.group.triggerGracefulShutdown()
+        let budget = context.budgets(for: name).terminate
+        let grace = budget - min(budget / 10, .seconds(1))
+        let ended = await withTaskGroup(of: Bool.self) { tasks in
+            tasks.addTask {
+                await running.task.value
+                return true
+            }
+            tasks.addTask {
+                try? await EventLoopExecutor.sleep(for: grace)
+                return false
+            }
+            let ended = await tasks.next() ?? false
+            // Cancelled at the grace period, or because this hook was cut short: either way the
+            // part is cancelled and awaited (the other child ends with it).
+            if !ended { running.task.cancel() }
+            tasks.cancelAll()
+            return ended
+        }
+        let (endedEarly, stopError) = state.withLock { ($0.endedEarly, $0.stopError) }
+        if let endedEarly { throw ServiceListenerError(.endedWhileRunning, endedEarly) }
+        guard ended else {
+            throw ServiceListenerError(
+                .cancelled,
+                "did not shut down gracefully within \(grace.formatted) (its terminate budget is \(budget.formatted)); it was cancelled"
+            )
+        }
+        if let stopError, !(stopError is CancellationError) { throw stopError }
+    }
+}
+
+/// Why a ``ServiceListener``'s part failed.
+public struct ServiceListenerError: Error, Hashable, CustomStringConvertible {
+    /// What went wrong, as an opaque code to compare against.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private enum Wrapped: Hashable, Sendable { case endedBeforeReady, endedWhileRunning, cancelled }
+        private let wrapped: Wrapped
+        private init(_ wrapped: Wrapped) { self.wrapped = wrapped }
+
+        /// The part returned before it called its ``ReadySignal``.
+        public static let endedBeforeReady = Self(.endedBeforeReady)
+        /// The part returned or threw while the daemon was running.
+        public static let endedWhileRunning = Self(.endedWhileRunning)
+        /// The part did not end within its graceful-shutdown time and was cancelled.
+        public static let cancelled = Self(.cancelled)
+
+        public var description: String { String(describing: wrapped) }
+    }
+
+    /// The kind of failure.
+    public let code: Code
+    /// What happened, completing "'<listener>' …".
+    public let message: String
+
+    init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { message }
+}

@@ -1,0 +1,316 @@
+import Logging
+import ServiceLifecycle
+import Synchronization
+import Testing
+import VigilLifecycle
+import VigilTesting
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// Records notifications and lifecycle records in the one log the parts write to, so a test can
+/// check the order across them: `notify READY=1`, `record stopped`, `part.drained`.
+private final class Timeline: ServiceManagerNotifier, LifecycleObserver {
+    let log: AsyncRecorder<String>
+    init(_ log: AsyncRecorder<String>) { self.log = log }
+
+    func notify(_ messages: [NotifyMessage]) throws {
+        for message in messages { log.append("notify \(NotifyMessage.datagram([message]))") }
+    }
+
+    func observe(_ record: LifecycleRecord) {
+        switch record {
+        case .started: log.append("record started")
+        case .startFailed(let listener, let reason): log.append("record startFailed \(listener): \(reason)")
+        case .stopped: log.append("record stopped")
+        case .fatalFault(let listener, let reason): log.append("record fatalFault \(listener): \(reason)")
+        default: break
+        }
+    }
+}
+
+private func makeGroup(_ listeners: [any Listener], log: AsyncRecorder<String>) throws -> ListenerGroup {
+    let timeline = Timeline(log)
+    return try ListenerGroup(
+        listeners: listeners,
+        configuration: .init(
+            logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() },
+            notifier: timeline,
+            signals: SignalMap(),
+            observers: [timeline]
+        )
+    )
+}
+
+private func index(_ entry: String, in log: [String]) -> Int? {
+    log.firstIndex(of: entry)
+}
+
+/// A service in the style of Hummingbird's `Application`: it reports readiness through a
+/// callback, then serves until graceful shutdown and drains an in-flight operation.
+private struct FakeServer: Service {
+    let log: AsyncRecorder<String>
+    let bind: Gate
+    let inFlight: Gate
+    let onServerRunning: @Sendable () -> Void
+
+    func run() async throws {
+        log.append("server.binding")
+        await bind.wait()
+        log.append("server.bound")
+        onServerRunning()
+        try? await gracefulShutdown()
+        log.append("server.draining")
+        await inFlight.wait()
+        log.append("server.drained")
+    }
+}
+
+struct BindFailed: Error, CustomStringConvertible {
+    var description: String { "cannot bind 127.0.0.1:8080: address already in use" }
+}
+
+@Suite struct ServiceListenerTests {
+    @Test func readyFollowsTheServicesOwnReadiness() async throws {
+        let log = AsyncRecorder<String>()
+        let bind = Gate()
+        let inFlight = Gate()
+        inFlight.open()
+        let http = ServiceListener(name: "http") { ready in
+            FakeServer(log: log, bind: bind, inFlight: inFlight, onServerRunning: { ready() })
+        }
+        let group = try makeGroup([http], log: log)
+        let running = Task { try await group.run() }
+        try await log.wait { $0.contains("server.binding") }
+        // The start hook waits for the bind, so READY=1 cannot have gone out.
+        #expect(!log.values.contains("notify READY=1"))
+        bind.open()
+        try await log.wait { $0.contains("notify READY=1") }
+        let values = log.values
+        #expect(try #require(index("server.bound", in: values)) < #require(index("notify READY=1", in: values)))
+        group.requestTermination(.requested("test"))
+        try await running.value
+    }
+
+    @Test func aPartThatThrowsBeforeItIsReadyFailsTheStartWithItsReason() async throws {
+        let log = AsyncRecorder<String>()
+        let http = ServiceListener(name: "http", run: { _ in throw BindFailed() })
+        let group = try makeGroup([http], log: log)
+        let error = await #expect(throws: ListenerGroupError.self) { try await group.run() }
+        #expect(error?.code == .startFailed)
+        #expect(error?.listener == "http")
+        let values = log.values
+        #expect(!values.contains("notify READY=1"))
+        #expect(
+            values.contains("notify STATUS=Failed to start: http cannot bind 127.0.0.1:8080: address already in use")
+        )
+        #expect(values.contains("record startFailed http: cannot bind 127.0.0.1:8080: address already in use"))
+    }
+
+    @Test func aPartThatReturnsBeforeItIsReadyFailsTheStart() async throws {
+        let log = AsyncRecorder<String>()
+        let group = try makeGroup([ServiceListener(name: "quick", run: { _ in })], log: log)
+        let error = await #expect(throws: ListenerGroupError.self) { try await group.run() }
+        #expect(
+            error?.message
+                == "Start-up failed: 'quick' ended before it was ready (it returned without calling ready())."
+        )
+        #expect(!log.values.contains("notify READY=1"))
+    }
+
+    @Test func aPartNotReadyWithinTheStartBudgetIsCancelledAndFailsTheStart() async throws {
+        let log = AsyncRecorder<String>()
+        let slow = ServiceListener(name: "slow", budgets: .init(start: .milliseconds(100))) { _ in
+            log.append("slow.waiting")
+            do {
+                try await Task.sleep(for: .seconds(3600))
+            } catch {
+                log.append("slow.cancelled")
+                throw error
+            }
+        }
+        let group = try makeGroup([slow], log: log)
+        let error = await #expect(throws: ListenerGroupError.self) { try await group.run() }
+        #expect(error?.message == "Start-up failed: 'slow' did not finish within its start budget of 100 ms.")
+        try await log.wait { $0.contains("slow.cancelled") }
+    }
+
+    @Test func stopShutsThePartDownGracefullyAndStoppedComesAfterItsEnd() async throws {
+        let log = AsyncRecorder<String>()
+        let bind = Gate()
+        bind.open()
+        let inFlight = Gate()
+        let http = ServiceListener(name: "http") { ready in
+            FakeServer(log: log, bind: bind, inFlight: inFlight, onServerRunning: { ready() })
+        }
+        // "http" starts after the configuration listener, so it stops before it.
+        let other = RecordingListener("configuration", log: log)
+        let daemon = try makeGroup([other, http], log: log)
+        let running = Task { try await daemon.run() }
+        try await log.wait { $0.contains("notify READY=1") }
+        daemon.requestTermination(.requested("test"))
+        try await log.wait { $0.contains("server.draining") }
+        // An operation is in flight: the part has not ended, so the lifecycle has not stopped.
+        #expect(!log.values.contains("record stopped"))
+        #expect(!log.values.contains("configuration.terminate"))
+        inFlight.open()
+        try await running.value
+        let values = log.values
+        let drained = try #require(index("server.drained", in: values))
+        #expect(drained < (try #require(index("configuration.terminate", in: values))))
+        #expect(drained < (try #require(index("record stopped", in: values))))
+    }
+
+    @Test func aPartThatIgnoresGracefulShutdownIsCancelledAtItsTerminateBudgetAndTheStopFails() async throws {
+        let log = AsyncRecorder<String>()
+        let stubborn = ServiceListener(name: "stubborn", budgets: .init(terminate: .milliseconds(300))) { ready in
+            ready()
+            do {
+                try await Task.sleep(for: .seconds(3600))  // ignores graceful shutdown, honours cancellation
+            } catch {
+                log.append("stubborn.cancelled")
+            }
+        }
+        let group = try makeGroup([stubborn], log: log)
+        let running = Task { try await group.run() }
+        try await log.wait { $0.contains("notify READY=1") }
+        group.requestTermination(.requested("test"))
+        let error = await #expect(throws: ListenerGroupError.self) { try await running.value }
+        #expect(error?.code == .stopFailed)
+        #expect(
+            error?.message
+                == "Stopped with errors: 'stubborn' did not shut down gracefully within 270 ms (its terminate budget is 300 ms); it was cancelled"
+        )
+        let values = log.values
+        #expect(
+            try #require(index("stubborn.cancelled", in: values)) < (try #require(index("record stopped", in: values)))
+        )
+    }
+
+    @Test func aPartThatEndsWhileTheDaemonRunsIsAFatalFaultAndStopsTheDaemonWithAnError() async throws {
+        let log = AsyncRecorder<String>()
+        let crash = Gate()
+        let worker = ServiceListener(
+            name: "worker",
+            run: { ready in
+                ready()
+                await crash.wait()
+                throw BindFailed()
+            }
+        )
+        let group = try makeGroup([worker], log: log)
+        let running = Task { try await group.run() }
+        try await log.wait { $0.contains("notify READY=1") }
+        crash.open()
+        let error = await #expect(throws: ListenerGroupError.self) { try await running.value }
+        #expect(error?.code == .stopFailed)
+        let reason = "ended while the daemon was running: cannot bind 127.0.0.1:8080: address already in use"
+        #expect(error?.message == "Stopped with errors: 'worker' \(reason)")
+        let values = log.values
+        #expect(values.contains("record fatalFault worker: \(reason)"))
+        #expect(values.contains("notify WATCHDOG=trigger"))
+    }
+
+    @Test func theContextCarriesTheBudgetsAListenerIsHeldTo() async throws {
+        let seen = Mutex<[ListenerBudgets]>([])
+        let own = ListenerBudgets(terminate: .seconds(3))
+        let probe = ServiceListener(name: "own", budgets: own) { ready in
+            seen.withLock { $0.append(ready.context.budgets(for: "own")) }
+            seen.withLock { $0.append(ready.context.budgets(for: "unknown")) }
+            ready()
+            try? await gracefulShutdown()
+        }
+        try await withRunningDaemon(listeners: [probe], budgets: .init(terminate: .seconds(7))) { _ in }
+        #expect(seen.withLock { $0 } == [own, ListenerBudgets(terminate: .seconds(7))])
+    }
+
+    /// The proof with a real socket: bound and listening before READY=1, so a client that
+    /// connects right after READY=1 is never refused.
+    @Test func aClientConnectingRightAfterReadyIsNeverRefused() async throws {
+        let port = Mutex<UInt16>(0)
+        let tcp = ServiceListener(
+            name: "tcp",
+            run: { ready in
+                let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+                guard fd >= 0 else { throw BindFailed() }
+                defer { close(fd) }
+                var address = sockaddr_in()
+                address.sin_family = sa_family_t(AF_INET)
+                address.sin_addr.s_addr = inet_addr("127.0.0.1")
+                address.sin_port = 0
+                let bound = withUnsafePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                    }
+                }
+                guard bound == 0, listen(fd, 64) == 0 else { throw BindFailed() }
+                var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+                _ = withUnsafeMutablePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+                }
+                port.withLock { $0 = UInt16(bigEndian: address.sin_port) }
+                ready()
+                try? await gracefulShutdown()
+            }
+        )
+        try await withRunningDaemon(listeners: [tcp]) { _ in
+            let port = port.withLock { $0 }
+            #expect(port != 0)
+            var refused = 0
+            for _ in 0..<20 {
+                let client = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+                defer { close(client) }
+                var address = sockaddr_in()
+                address.sin_family = sa_family_t(AF_INET)
+                address.sin_addr.s_addr = inet_addr("127.0.0.1")
+                address.sin_port = port.bigEndian
+                let connected = withUnsafePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        connect(client, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                    }
+                }
+                if connected != 0 { refused += 1 }
+            }
+            #expect(refused == 0)
+        }
+    }
+
+    @Test func aClosureThatReturnsAServiceRunsThatService() async throws {
+        let log = AsyncRecorder<String>()
+        let bind = Gate()
+        bind.open()
+        let inFlight = Gate()
+        inFlight.open()
+        // A one-expression closure that returns a Service picks the service form, not `run:`.
+        let http = ServiceListener(name: "http") { ready in
+            FakeServer(log: log, bind: bind, inFlight: inFlight, onServerRunning: { ready() })
+        }
+        try await withRunningDaemon(listeners: [http]) { _ in }
+        #expect(log.values == ["server.binding", "server.bound", "server.draining", "server.drained"])
+    }
+
+    @Test func aClosureThatCancelsItsWorkAtGracefulShutdownStopsCleanly() async throws {
+        let log = AsyncRecorder<String>()
+        let (messages, producer) = AsyncStream.makeStream(of: Int.self)
+        let consumer = ServiceListener(
+            name: "queue",
+            run: { ready in
+                ready()
+                try await cancelWhenGracefulShutdown {
+                    for await message in messages { log.append("handled \(message)") }
+                    try Task.checkCancellation()
+                }
+            }
+        )
+        try await withRunningDaemon(listeners: [consumer]) { _ in
+            producer.yield(1)
+            try await log.wait { $0.contains("handled 1") }
+        }
+        // The stop cancelled the loop (a CancellationError, which is no failure): withRunningDaemon did not throw.
+        #expect(log.values == ["handled 1"])
+        producer.finish()
+    }
+}

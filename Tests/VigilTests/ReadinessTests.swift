@@ -1,0 +1,246 @@
+import Logging
+import ServiceLifecycle
+import Synchronization
+import Testing
+import Vigil
+import VigilTesting
+
+/// One log entry, as the daemon logged it.
+struct LoggedEntry: Sendable, CustomStringConvertible {
+    let level: Logger.Level
+    let message: String
+    let messageID: String?
+    var description: String { "\(level): \(message)" }
+}
+
+/// A log handler that records into an ``AsyncRecorder``, so a test can await an entry.
+struct RecordingLogHandler: LogHandler {
+    let entries: AsyncRecorder<LoggedEntry>
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+    func log(event: LogEvent) {
+        let id = event.metadata?["MESSAGE_ID"].map { "\($0)" }
+        entries.append(LoggedEntry(level: event.level, message: "\(event.message)", messageID: id))
+    }
+}
+
+private func makeDaemon(
+    _ listeners: [any Listener],
+    notifier: RecordingNotifier,
+    entries: AsyncRecorder<LoggedEntry>,
+    watchdog: Watchdog?
+) -> Daemon {
+    let logging = Daemon.Logging(
+        levelControl: LogLevelControl(),
+        logger: Logger(label: "t") { _ in RecordingLogHandler(entries: entries) },
+        destination: .syslogPrefixedStderr
+    )
+    var daemon = Daemon(identifier: "testd", version: "0", listeners: listeners, logging: logging)
+    daemon.notifier = notifier
+    daemon.signals = SignalMap()
+    daemon.watchdog = watchdog
+    return daemon
+}
+
+private struct AddressInUse: Error, CustomStringConvertible {
+    var description: String { "cannot bind 127.0.0.1:8080: address already in use" }
+}
+
+/// A swift-service-lifecycle service that drains one in-flight request on graceful shutdown.
+private struct DrainingService: Service {
+    let entries: AsyncRecorder<LoggedEntry>
+    let inFlight: Gate
+    func run() async throws {
+        entries.append(LoggedEntry(level: .info, message: "service.running", messageID: nil))
+        try? await gracefulShutdown()
+        entries.append(LoggedEntry(level: .info, message: "service.draining", messageID: nil))
+        await inFlight.wait()
+        entries.append(LoggedEntry(level: .info, message: "service.drained", messageID: nil))
+    }
+}
+
+@Suite struct ReadinessTests {
+    @Test func aPartThatFailsBeforeItIsReadyIsAStartFailureWithItsReason() async throws {
+        let entries = AsyncRecorder<LoggedEntry>()
+        let notifier = RecordingNotifier()
+        let http = ServiceListener(name: "http", run: { _ in throw AddressInUse() })
+        let daemon = makeDaemon([http], notifier: notifier, entries: entries, watchdog: nil)
+        #expect(await daemon.run() == 1)
+        #expect(!notifier.datagrams.contains { $0.contains("READY=1") })
+        #expect(
+            notifier.datagrams.contains(
+                "STATUS=Failed to start: http cannot bind 127.0.0.1:8080: address already in use"
+            )
+        )
+        let failed = entries.values.filter { $0.messageID == LifecycleMessageID.startFailed.rawValue }
+        #expect(failed.count == 1)
+        #expect(failed.first?.message.contains("address already in use") == true)
+    }
+
+    /// Before: `Daemon(services:)` ran services beside the mediator, so "Stopped" was logged
+    /// while the service was still draining.
+    @available(*, deprecated, message: "exercises the deprecated Daemon(services:)")
+    @Test func deprecatedServicesStopBeforeStoppedIsLogged() async throws {
+        let entries = AsyncRecorder<LoggedEntry>()
+        let notifier = RecordingNotifier()
+        let inFlight = Gate()
+        let logging = Daemon.Logging(
+            levelControl: LogLevelControl(),
+            logger: Logger(label: "t") { _ in RecordingLogHandler(entries: entries) },
+            destination: .syslogPrefixedStderr
+        )
+        var daemon = Daemon(
+            identifier: "testd",
+            version: "0",
+            listeners: [],
+            services: [DrainingService(entries: entries, inFlight: inFlight)],
+            logging: logging
+        )
+        daemon.notifier = notifier
+        daemon.signals = SignalMap()
+        daemon.watchdog = nil
+        let running = Task { await daemon.run() }
+        try await notifier.waitForReady()
+        running.cancel()  // a stop request
+        try await entries.wait { $0.contains { $0.message == "service.draining" } }
+        #expect(!entries.values.contains { $0.messageID == LifecycleMessageID.stopped.rawValue })
+        inFlight.open()
+        #expect(await running.value == 0)
+        let values = entries.values
+        let drained = try #require(values.firstIndex { $0.message == "service.drained" })
+        let stopped = try #require(values.firstIndex { $0.messageID == LifecycleMessageID.stopped.rawValue })
+        #expect(drained < stopped)
+    }
+
+    /// Before: every probe during the stop was answered "unhealthy" and logged as a withheld
+    /// watchdog ping with the watchdog-fault MESSAGE_ID.
+    @Test func theWatchdogIsQuietWhileTheDaemonDrains() async throws {
+        let entries = AsyncRecorder<LoggedEntry>()
+        let notifier = RecordingNotifier()
+        let contexts = AsyncRecorder<ListenerContext>()
+        let draining = ServiceListener(
+            name: "http",
+            budgets: .init(health: .milliseconds(20)),
+            run: { ready in
+                contexts.append(ready.context)
+                ready()
+                try? await gracefulShutdown()
+                // A drain of six watchdog ping intervals (the scenario, not a synchronisation).
+                try? await Task.sleep(for: .milliseconds(300))
+            }
+        )
+        let daemon = makeDaemon(
+            [draining],
+            notifier: notifier,
+            entries: entries,
+            watchdog: Watchdog(interval: .milliseconds(100))
+        )
+        let running = Task { await daemon.run() }
+        try await notifier.waitForReady()
+        try await notifier.notifications.wait { $0.contains([.watchdog]) }
+        // A stop request as SIGTERM makes it (cancelling run() would end the watchdog's task too).
+        try await contexts.wait { !$0.isEmpty }[0].requestTermination("test")
+        #expect(await running.value == 0)
+        let values = entries.values
+        #expect(!values.contains { $0.messageID == LifecycleMessageID.watchdogFault.rawValue })
+        #expect(values.filter { $0.level >= .warning }.isEmpty, "\(values.filter { $0.level >= .warning })")
+        // And no ping after STOPPING=1: a ping would arm systemd's watchdog again.
+        let all = notifier.notifications.values
+        let stopping = try #require(all.firstIndex { $0.contains(.stopping) })
+        #expect(!all[stopping...].contains([.watchdog]))
+    }
+
+    /// A stop that arrives while a slow reload runs: the mediator cannot answer probes until the
+    /// reload ends and it sends STOPPING=1, but the stop is already under way; no false alarm.
+    @Test func theWatchdogIsQuietBetweenAStopRequestAndStoppingOne() async throws {
+        let entries = AsyncRecorder<LoggedEntry>()
+        let notifier = RecordingNotifier()
+        let steps = AsyncRecorder<String>()
+        let slowReload = SlowReloadListener(steps: steps)
+        let daemon = makeDaemon(
+            [slowReload],
+            notifier: notifier,
+            entries: entries,
+            watchdog: Watchdog(interval: .milliseconds(400))
+        )
+        let running = Task { await daemon.run() }
+        try await notifier.waitForReady()
+        // Right after a ping, so that the next probe (200 ms later) comes after the stop request.
+        try await notifier.notifications.wait { $0.contains([.watchdog]) }
+        try await steps.wait { $0.contains("start") }
+        let context = try #require(slowReload.context)
+        context.requestReload()
+        try await steps.wait { $0.contains("prepare") }
+        context.requestTermination("test")
+        #expect(await running.value == 0)
+        let values = entries.values
+        #expect(!values.contains { $0.messageID == LifecycleMessageID.watchdogFault.rawValue }, "\(values)")
+    }
+
+    @Test func healthBudgetsLongerThanTheProbeTimeoutAreCutWithOneWarningNamingTheListener() async throws {
+        let entries = AsyncRecorder<LoggedEntry>()
+        let notifier = RecordingNotifier()
+        let wedged = Gate()  // never opened
+        let slow = RecordingListener("slow", log: AsyncRecorder(), behaviors: ["health": .wait(wedged)])
+        let quick = RecordingListener("quick", budgets: .init(health: .milliseconds(50)), log: AsyncRecorder())
+        // WatchdogSec=400ms: the probe waits 100 ms; the default health budget is 2 s.
+        let daemon = makeDaemon(
+            [slow, quick],
+            notifier: notifier,
+            entries: entries,
+            watchdog: Watchdog(interval: .milliseconds(400))
+        )
+        let running = Task { await daemon.run() }
+        try await notifier.waitForReady()
+        // The wedged check is cut at 100 ms, not 2 s.
+        try await entries.wait {
+            $0.contains {
+                $0.message
+                    == "Listener 'slow' failed its health check: did not finish within its health budget of 100 ms"
+            }
+        }
+        running.cancel()
+        _ = await running.value
+        let warnings = entries.values.filter { $0.message.hasPrefix("Health budget") }
+        #expect(warnings.count == 1)
+        #expect(warnings.first?.level == .warning)
+        #expect(warnings.first?.message.contains("'slow' (2.0 seconds)") == true)
+        #expect(warnings.first?.message.contains("'quick'") == false)
+    }
+
+    @Test func theHealthBudgetWarningNamesEachListenerAndSaysWhatToDo() {
+        let watchdog = Watchdog(interval: .seconds(4))
+        #expect(Daemon.healthBudgetWarning([], watchdog: watchdog) == nil)
+        #expect(
+            Daemon.healthBudgetWarning([("configuration", .seconds(2)), ("http", .seconds(5))], watchdog: watchdog)
+                == "Health budget longer than the watchdog probe's timeout of 1.0 seconds (a quarter of WatchdogSec=4.0 seconds): "
+                + "'configuration' (2.0 seconds), 'http' (5.0 seconds); cut to 1.0 seconds. "
+                + "Give these listeners a shorter health budget (ListenerBudgets.health), or raise WatchdogSec=."
+        )
+    }
+}
+
+/// Takes 600 ms to prepare each reload (three watchdog ping intervals in the test above).
+private final class SlowReloadListener: Listener {
+    let name = "slow-reload"
+    let steps: AsyncRecorder<String>
+    private let captured = Mutex<ListenerContext?>(nil)
+    init(steps: AsyncRecorder<String>) { self.steps = steps }
+    var context: ListenerContext? { captured.withLock { $0 } }
+    var budgets: ListenerBudgets? { ListenerBudgets(health: .milliseconds(50)) }
+
+    func start(context: ListenerContext) async throws {
+        captured.withLock { $0 = context }
+        steps.append("start")
+    }
+
+    func prepareReload(_ reload: ReloadTransaction, context: ListenerContext) async throws -> ReloadDecision {
+        steps.append("prepare")
+        try await Task.sleep(for: .milliseconds(600))
+        return .accept
+    }
+}
