@@ -282,6 +282,23 @@ import Vigil
         #expect(message(Int.self, long) == String(repeating: "9", count: 40) + "… is out of range \(int)")
     }
 
+    /// Issue 10, item 3: a failure printed with "\(error)" was a Swift debug dump.
+    @Test func failuresReadAsTextInLogs() throws {
+        let root = try JSONParser.parse(Array("{\n  \"heartbeat\": {\"count\": \"many\"}}".utf8))
+        struct State: Decodable {
+            struct Heartbeat: Decodable { var count: Int }
+            var heartbeat: Heartbeat
+        }
+        let error = #expect(throws: JSONValueDecoder.Failure.self) {
+            try JSONValueDecoder.decode(State.self, from: root, rejectUnknownKeys: false)
+        }
+        #expect(
+            error.map { "\($0)" }
+                == "line 2, column 26: heartbeat.count: expected a whole number, found the string \"many\""
+        )
+        #expect("\(JSONParser.SyntaxError(message: "m", position: .init(line: 1, column: 2)))" == "line 1, column 2: m")
+    }
+
     @Test func integersThatAreNotWhole() {
         #expect(message(Int.self, "1.5") == "expected a whole number, found the number 1.5")
         #expect(message(Int.self, "1e-400") == "expected a whole number, found the number 1e-400")

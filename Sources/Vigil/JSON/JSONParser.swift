@@ -8,9 +8,17 @@
 /// here (``JSONValueDecoder`` range-checks them for the type that asks).
 package struct JSONParser {
     /// Why the text is not valid, and where.
-    package struct SyntaxError: Error, Hashable, Sendable {
+    package struct SyntaxError: Error, Hashable, Sendable, CustomStringConvertible {
         package var message: String
         package var position: JSONValue.Position
+
+        package init(message: String, position: JSONValue.Position) {
+            self.message = message
+            self.position = position
+        }
+
+        /// `line 1, column 14: …`, for logs.
+        package var description: String { "line \(position.line), column \(position.column): \(message)" }
     }
 
     /// How many arrays and objects may enclose a value. Deeper input is a syntax error (each

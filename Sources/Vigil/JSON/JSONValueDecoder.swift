@@ -2,7 +2,7 @@
 /// file, and which keys the type never asked for (unknown keys: usually typos).
 package enum JSONValueDecoder {
     /// A decoding failure: the key path, its position, and the reason in an admin's words.
-    package struct Failure: Error, Hashable, Sendable {
+    package struct Failure: Error, Hashable, Sendable, CustomStringConvertible {
         /// `["heartbeat", "interval"]`.
         package var path: [String]
         package var position: JSONValue.Position
@@ -12,6 +12,13 @@ package enum JSONValueDecoder {
             self.path = path
             self.position = position
             self.message = message
+        }
+
+        /// `line 3, column 14: heartbeat.count: expected a whole number, found the string "many"`,
+        /// for logs; without a line when the value was not parsed from text.
+        package var description: String {
+            let location = position.line > 0 ? "line \(position.line), column \(position.column): " : ""
+            return location + (path.isEmpty ? "" : path.joined(separator: ".") + ": ") + message
         }
     }
 
