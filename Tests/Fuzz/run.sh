@@ -11,15 +11,18 @@
 #   swift build --product vigil-fuzz && VIGIL_FUZZ_TARGET=<target> .build/debug/vigil-fuzz FILE
 #
 # Usage: Tests/Fuzz/run.sh [SECONDS [TARGET…]]   (default: 60 s for each of the three targets)
-# VIGIL_FUZZ_SANITIZERS=fuzzer,address adds AddressSanitizer (a slower build and run).
+# VIGIL_FUZZ_SANITIZERS=fuzzer,address adds AddressSanitizer (a slower build and run, into
+# .build-fuzz-fuzzer-address).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 seconds=${1:-60}
 case $seconds in '' | *[!0-9]*) echo "usage: $0 [SECONDS [TARGET…]]" >&2; exit 2 ;; esac
 shift $(($# > 0 ? 1 : 0))
 if [ $# -gt 0 ]; then targets=("$@"); else targets=(JSONParser Configuration StateFile); fi
-scratch=.build-fuzz
 sanitizers=${VIGIL_FUZZ_SANITIZERS:-fuzzer}
+# Other sanitizers build elsewhere, so that switching does not rebuild the default build.
+scratch=.build-fuzz
+[ "$sanitizers" = fuzzer ] || scratch=.build-fuzz-${sanitizers//,/-}
 
 # -D FUZZING: Driver/FuzzDriver.swift runs libFuzzer's driver instead of replaying files.
 # Release: bounds and overflow checks stay on (-O, not -Ounchecked); throughput is ~10x debug's.
