@@ -57,7 +57,10 @@ package enum FuzzTargets {
     package static func decodeConfiguration(_ bytes: [UInt8]) {
         let file = "/etc/vigild/vigild.json"
         do {
-            _ = try ConfigurationLoader<VigildConfiguration>().decode(bytes, file: file)
+            let configuration = try ConfigurationLoader<VigildConfiguration>().decode(bytes, file: file)
+            // What vigild does next with an accepted configuration must not trap either.
+            _ = Duration.seconds(fractional: configuration.heartbeat.interval)
+            _ = Duration.seconds(fractional: configuration.persistence.checkpointInterval)
         } catch {
             guard error.description.hasPrefix(file + ":") else {
                 fatalError("a configuration error that does not start with the file: \(error.description)")
@@ -65,11 +68,21 @@ package enum FuzzTargets {
         }
     }
 
-    /// (c) The state file: bytes → the heartbeat's restored count, the way vigild reads it.
-    ///
-    /// A thin function on purpose: when `StateStore.parse(_:)` exists, it becomes a call to it.
+    /// (c) The state file: bytes → `StateStore.parse` (what opening the store does) → the
+    /// heartbeat's count, decoded the way vigild reads it.
     package static func restoreState(_ bytes: [UInt8]) {
-        guard let state = try? StateDocument.restore(bytes) else { return }
+        guard let contents = try? StateStore.parse(bytes) else { return }
+        guard let stored = contents.entries.last(where: { $0.key == "heartbeat" })?.value else { return }
+        guard
+            let heartbeat = try? JSONValueDecoder.decode(
+                StateDocument.Heartbeat.self,
+                from: stored,
+                rejectUnknownKeys: false
+            )
+        else {
+            return
+        }
+        let state = StateDocument(formatVersion: StateStore.formatVersion, heartbeat: heartbeat)
         // What was restored can be stored again.
         do {
             let text = JSONWriter.write(try JSONValueEncoder.encode(state))
