@@ -102,6 +102,26 @@ let package = Package(
             path: "Tests/Benchmarks/VigilBenchmarks",
             swiftSettings: strict
         ),
+        // Fuzzing (issue 10): Tests/Fuzz/run.sh builds vigil-fuzz with libFuzzer (`-sanitize=fuzzer
+        // -D FUZZING`) into .build-fuzz and runs each target for a bounded time; in a normal build
+        // it is a small replay tool (`VIGIL_FUZZ_TARGET=… vigil-fuzz FILE…`), and VigilTests
+        // replays every committed corpus file through the same functions. They live in this
+        // package, not in one of their own (swift-nio's model for benchmarks), because the parser
+        // and VigildConfiguration are `package` symbols, visible only inside this package; as
+        // targets without a declared product they are not offered to the package's dependents.
+        .target(
+            name: "VigilFuzzTargets",
+            dependencies: ["Vigil", "VigildCore"],
+            path: "Tests/Fuzz/VigilFuzzTargets",
+            swiftSettings: strict
+        ),
+        .target(name: "CVigilFuzzer", path: "Tests/Fuzz/CVigilFuzzer"),
+        .executableTarget(
+            name: "vigil-fuzz",
+            dependencies: ["CVigilFuzzer", "VigilFuzzTargets"],
+            path: "Tests/Fuzz/Driver",
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "VigilLifecycleTests",
             dependencies: [
@@ -120,7 +140,10 @@ let package = Package(
         ),
         .testTarget(
             name: "VigilTests",
-            dependencies: ["Vigil", "VigilTesting", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "Vigil", "VigildCore", "VigilFuzzTargets", "VigilTesting",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strict
         ),
         .testTarget(

@@ -33,6 +33,11 @@ package struct JSONValue: Sendable, Hashable {
         package var line: Int
         package var column: Int
         package static let none = Position(line: 0, column: 0)
+
+        package init(line: Int, column: Int) {
+            self.line = line
+            self.column = column
+        }
     }
 
     package var kind: Kind
@@ -48,11 +53,20 @@ package struct JSONValue: Sendable, Hashable {
         switch kind {
         case .object: "an object"
         case .array: "an array"
-        case .string(let text): "the string \"\(text.count > 40 ? text.prefix(40) + "…" : Substring(text))\""
-        case .number(let text): "the number \(text)"
+        case .string(let text): "the string \"\(Self.abbreviated(text))\""
+        case .number(let text): "the number \(Self.abbreviated(text))"
         case .bool(let value): "\(value)"
         case .null: "null"
         }
+    }
+
+    /// `text` cut to its first 40 characters (with "…"), for echoing file contents in messages.
+    package static func abbreviated(_ text: String) -> String {
+        let scalars = text.unicodeScalars
+        guard let cut = scalars.index(scalars.startIndex, offsetBy: 40, limitedBy: scalars.endIndex),
+            cut != scalars.endIndex
+        else { return text }
+        return String(scalars[..<cut]) + "…"
     }
 
     /// The member named `key`, if this is an object that has it.

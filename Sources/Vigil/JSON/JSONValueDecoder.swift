@@ -2,11 +2,24 @@
 /// file, and which keys the type never asked for (unknown keys: usually typos).
 package enum JSONValueDecoder {
     /// A decoding failure: the key path, its position, and the reason in an admin's words.
-    package struct Failure: Error, Hashable, Sendable {
+    package struct Failure: Error, Hashable, Sendable, CustomStringConvertible {
         /// `["heartbeat", "interval"]`.
         package var path: [String]
         package var position: JSONValue.Position
         package var message: String
+
+        package init(path: [String], position: JSONValue.Position, message: String) {
+            self.path = path
+            self.position = position
+            self.message = message
+        }
+
+        /// `line 3, column 14: heartbeat.count: expected a whole number, found the string "many"`,
+        /// for logs; without a line when the value was not parsed from text.
+        package var description: String {
+            let location = position.line > 0 ? "line \(position.line), column \(position.column): " : ""
+            return location + (path.isEmpty ? "" : path.joined(separator: ".") + ": ") + message
+        }
     }
 
     /// Decodes `type` from `value`.
@@ -105,10 +118,16 @@ package enum JSONValueDecoder {
         }
 
         static func closest(to key: String, in known: Set<String>) -> String? {
+            let length = key.count
+            let limit = max(2, length / 3)
+            // The distance is at least the difference in length: skipping the keys too long or
+            // too short keeps a megabyte-long unknown key from costing seconds here.
+            let candidates = known.filter { abs($0.count - length) <= limit }
+            guard !candidates.isEmpty else { return nil }
             let lowered = key.lowercased()
-            let scored = known.map { ($0, editDistance(lowered, $0.lowercased())) }
+            let scored = candidates.map { ($0, editDistance(lowered, $0.lowercased())) }
             guard let best = scored.min(by: { ($0.1, $0.0) < ($1.1, $1.0) }) else { return nil }
-            return best.1 <= max(2, key.count / 3) ? best.0 : nil
+            return best.1 <= limit ? best.0 : nil
         }
 
         static func editDistance(_ a: String, _ b: String) -> Int {
@@ -186,11 +205,8 @@ package enum JSONValueDecoder {
                     throw fail("expected a string, found \(value.summary)")
                 }
                 return text as! T
-            case is Double.Type, is Float.Type:
-                guard case .number(let text) = value.kind, let number = Double(text) else {
-                    throw fail("expected a number, found \(value.summary)")
-                }
-                return (type == Float.self ? Float(number) as Any : number as Any) as! T
+            case is Double.Type: return try floatingPoint(Double.self) as! T
+            case is Float.Type: return try floatingPoint(Float.self) as! T
             case is Int.Type: return try integer(Int.self) as! T
             case is Int64.Type: return try integer(Int64.self) as! T
             case is Int32.Type: return try integer(Int32.self) as! T
@@ -206,16 +222,110 @@ package enum JSONValueDecoder {
             }
         }
 
+        /// A number as `F`. A text beyond `F`'s range is a failure naming the range, never
+        /// infinity (which a later conversion such as `Duration.seconds` traps on), and a non-zero
+        /// text too small for `F` is a failure, never a silent zero.
+        func floatingPoint<F: BinaryFloatingPoint & LosslessStringConvertible>(_ type: F.Type) throws -> F {
+            guard case .number(let text) = value.kind, let number = F(text) else {
+                throw fail("expected a number, found \(value.summary)")
+            }
+            guard number.isFinite else {
+                throw fail(
+                    "\(JSONValue.abbreviated(text)) is out of range "
+                        + "(\(-F.greatestFiniteMagnitude) to \(F.greatestFiniteMagnitude))"
+                )
+            }
+            guard number != 0 || !NumberText(text).hasNonZeroDigit else {
+                throw fail(
+                    "\(JSONValue.abbreviated(text)) is too close to zero to be represented: write 0, or a number "
+                        + "of magnitude at least \(F.leastNonzeroMagnitude)"
+                )
+            }
+            return number
+        }
+
+        /// A whole number as `I`, decided exactly on the text (no detour through `Double`, which
+        /// rounds): `1e2` and `100.0` are 100, `1.5` is not whole, anything beyond `I.min...I.max`
+        /// is a failure naming that range.
         func integer<I: FixedWidthInteger>(_ type: I.Type) throws -> I {
             guard case .number(let text) = value.kind else {
                 throw fail("expected a whole number, found \(value.summary)")
             }
             if let exact = I(text) { return exact }
-            if let number = Double(text), number.rounded() == number, let exact = I(exactly: number) { return exact }
-            if Double(text)?.rounded() == Double(text) {
-                throw fail("\(text) is out of range (\(I.min) to \(I.max))")
+            let outOfRange = fail(
+                "\(JSONValue.abbreviated(text)) is out of range (\(I.min) to \(I.max))"
+            )
+            switch NumberText(text).integerDigits {
+            case .notWhole: throw fail("expected a whole number, found \(value.summary)")
+            case .tooLarge: throw outOfRange
+            case .digits(let digits, let negative):
+                guard let exact = I((negative ? "-" : "") + digits) else { throw outOfRange }
+                return exact
             }
-            throw fail("expected a whole number, found \(value.summary)")
+        }
+    }
+
+    /// The parts of a JSON number's text (which ``JSONParser`` has checked against the grammar:
+    /// `-?digits(.digits)?([eE][+-]?digits)?`), for exact decisions without floating point.
+    struct NumberText {
+        var negative = false
+        /// The integer and fraction digits, without the decimal point.
+        var mantissa: [UInt8]
+        /// How many of `mantissa`'s digits are after the decimal point.
+        var fractionDigits = 0
+        /// The exponent's magnitude, or `nil` when it has more than nine digits (≥ 10⁹).
+        var exponent: Int? = 0
+        var exponentNegative = false
+
+        init(_ text: String) {
+            var rest = Array(text.utf8)[...]
+            if rest.first == UInt8(ascii: "-") {
+                negative = true
+                rest = rest.dropFirst()
+            }
+            if let exponentStart = rest.firstIndex(where: { $0 == UInt8(ascii: "e") || $0 == UInt8(ascii: "E") }) {
+                var digits = rest[(exponentStart + 1)...]
+                if digits.first == UInt8(ascii: "-") || digits.first == UInt8(ascii: "+") {
+                    exponentNegative = digits.first == UInt8(ascii: "-")
+                    digits = digits.dropFirst()
+                }
+                let significant = digits.drop { $0 == UInt8(ascii: "0") }
+                // At most nine digits: no overflow, whatever the bytes are.
+                exponent = significant.count <= 9 ? significant.reduce(0) { $0 * 10 + (Int($1) - 48) } : nil
+                rest = rest[..<exponentStart]
+            }
+            if let point = rest.firstIndex(of: UInt8(ascii: ".")) {
+                fractionDigits = rest.endIndex - point - 1
+                mantissa = Array(rest[..<point]) + Array(rest[(point + 1)...])
+            } else {
+                mantissa = Array(rest)
+            }
+        }
+
+        var hasNonZeroDigit: Bool { mantissa.contains { $0 != UInt8(ascii: "0") } }
+
+        enum IntegerDigits {
+            case notWhole
+            /// More than 40 digits: beyond every fixed-width integer type up to 128 bits.
+            case tooLarge
+            /// The decimal digits of a whole value (no leading zeros), and its sign.
+            case digits(String, negative: Bool)
+        }
+
+        var integerDigits: IntegerDigits {
+            let significant = mantissa.drop { $0 == UInt8(ascii: "0") }
+            let trailingZeros = significant.reversed().prefix { $0 == UInt8(ascii: "0") }.count
+            let digits = significant.dropLast(trailingZeros)
+            if digits.isEmpty { return .digits("0", negative: false) }
+            guard let exponent else { return exponentNegative ? .notWhole : .tooLarge }
+            // The value is digits × 10^scale; |exponent| < 10⁹, so this cannot overflow.
+            let scale = (exponentNegative ? -exponent : exponent) - fractionDigits + trailingZeros
+            if scale < 0 { return .notWhole }
+            if digits.count + scale > 40 { return .tooLarge }
+            return .digits(
+                String(decoding: digits, as: UTF8.self) + String(repeating: "0", count: scale),
+                negative: negative
+            )
         }
     }
 

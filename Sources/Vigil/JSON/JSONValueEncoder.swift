@@ -82,7 +82,10 @@ package enum JSONValueEncoder {
         case let flag as Bool: node.content = .value(.bool(flag))
         case let text as String: node.content = .value(.string(text))
         case let number as Double:
-            guard number.isFinite else { throw Failure(description: "cannot store \(number) in JSON") }
+            guard number.isFinite else {
+                let key = path.isEmpty ? "the top level" : "\"" + path.map(\.stringValue).joined(separator: ".") + "\""
+                throw Failure(description: "cannot store \(number) at \(key): JSON has no infinity or NaN")
+            }
             node.content = .value(
                 .number(number.rounded() == number && abs(number) < 1e15 ? "\(Int64(number))" : "\(number)")
             )
