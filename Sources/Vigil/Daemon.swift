@@ -31,7 +31,7 @@ public struct Daemon: Sendable {
     /// The listeners, in any order.
     public let listeners: [any Listener]
     /// Steps that run before any listener starts.
-    public let startupCommands: [any StartupCommand]
+    public var startupCommands: [any StartupCommand]
     /// Other swift-service-lifecycle services to run alongside (an HTTP server, say); they shut
     /// down gracefully when the daemon stops.
     public let services: [any Service]

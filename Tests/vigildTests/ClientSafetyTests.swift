@@ -3,8 +3,6 @@ import Testing
 import Vigil
 import VigilTesting
 
-@testable import vigild
-
 /// `vigild reload` and `vigild status` against hostile runtime directories, forged status
 /// files and bad arguments: real client processes, real signals, a real `sleep` as the process
 /// an attacker wants signalled (issue 10, items 14–16).
@@ -257,7 +255,7 @@ import VigilTesting
         )
         for timeout in ["-1", "nan", "inf", "-inf", "1e300", "0", "86401", "soon"] {
             let outcome = try await Self.client(["reload", "--runtime-directory", runtime, "--timeout=\(timeout)"])
-            // 64 (EX_USAGE): what ArgumentParser exits with for a validation or parse error.
+            // 64 (EX_USAGE): the library's status for a usage error, as swift-argument-parser's.
             #expect(outcome.status == 64, "--timeout=\(timeout): \(outcome.output)")
             #expect(outcome.output.contains("--timeout"), "\(outcome.output)")
         }
@@ -313,9 +311,9 @@ import VigilTesting
     }
 
     @Test func escapingCoversC0DelAndC1() {
-        #expect("plain é ✓".escapingControlCharacters == "plain é ✓")
+        #expect(DisplayText.escapingControlCharacters("plain é ✓") == "plain é ✓")
         #expect(
-            "a\nb\r\t\u{0}\u{1b}\u{7f}\u{80}\u{9f}\u{a0}".escapingControlCharacters
+            DisplayText.escapingControlCharacters("a\nb\r\t\u{0}\u{1b}\u{7f}\u{80}\u{9f}\u{a0}")
                 == #"a\nb\r\t\u{0}\u{1b}\u{7f}\u{80}\u{9f}"# + "\u{a0}"
         )
     }
@@ -350,8 +348,6 @@ struct DaemonProofTests {
         state: "running",
         generation: 1,
         lastReload: nil,
-        heartbeats: 0,
-        heartbeat: .init(interval: 1, message: "alive"),
         startedAt: 0,
         previousShutdownClean: true
     )
@@ -360,10 +356,11 @@ struct DaemonProofTests {
         var status = status
         if let pid { status.pid = pid }
         do {
-            let pid = try Reload.verifiedDaemon(
+            let pid = try ReloadClient.verifiedDaemon(
                 status,
                 requested: requested,
                 file: "status.json",
+                name: "vigild",
                 startTime: { _ in startTime },
                 mainPID: mainPID
             )
