@@ -358,3 +358,35 @@ import VigilTesting
         )
     }
 }
+
+/// The README's "Your daemon's command line" example, compiled (never run: `main` exits).
+enum ReadmeCommandLineExample {
+    struct Worker: Listener {
+        let name = "worker"
+        let dependencies = ["configuration"]
+    }
+
+    static func main() {
+        let commandLine = DaemonCommandLine(
+            name: "mydaemon",
+            version: "1.0",
+            abstract: "Does my work.",
+            configuration: SampleConfiguration.self
+        )
+        EventLoopExecutor.run {
+            await commandLine.main { options in
+                let config = ConfigurationListener<SampleConfiguration>(source: options.configurationSource)
+                let state = PersistenceListener<SampleConfiguration>(
+                    path: options.stateFile,
+                    checkpointInterval: { _ in .seconds(30) }
+                )
+                return Daemon(
+                    identifier: options.name,
+                    version: options.version,
+                    listeners: [config, state, Worker()],
+                    logging: options.logging
+                )
+            }
+        }
+    }
+}

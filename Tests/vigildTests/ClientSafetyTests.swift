@@ -59,12 +59,13 @@ import VigilTesting
         startTime: UInt64?,
         state: String = "running",
         lastReload: String = "null",
-        message: String = "alive"
+        message: String = "alive",
+        startedAt: Int64 = Int64(time(nil))
     ) -> String {
         """
         {"pid": \(pid), \(startTime.map { "\"processStartTime\": \($0), " } ?? "")"state": "\(state)", \
         "generation": 3, "lastReload": \(lastReload), "heartbeats": 7, \
-        "heartbeat": {"interval": 1, "message": "\(message)"}, "startedAt": \(time(nil)), \
+        "heartbeat": {"interval": 1, "message": "\(message)"}, "startedAt": \(startedAt), \
         "previousShutdownClean": true}
         """
     }
@@ -308,6 +309,20 @@ import VigilTesting
         }
         #expect(message == "x\n<0>sshd[1]: FORGED\u{1b}[31m\u{9b}\t\u{7f}")
         try await Self.stop(standIn)
+    }
+
+    @Test func aForgedStartTimeDoesNotCrashStatus() async throws {
+        let runtime = VigildBinary.temporaryDirectory()
+        // The uptime is now minus startedAt: with Int64.min that overflowed and trapped.
+        TextFile.write(
+            runtime + "/status.json",
+            Self.statusJSON(pid: 4242, startTime: 1, startedAt: .min)
+        )
+        for command in [["status"], ["status", "--json"]] {
+            let outcome = try await Self.client(command + ["--runtime-directory", runtime])
+            #expect(outcome.status == 0, "\(command): \(outcome.output)")
+            #expect(outcome.output.contains("9223372036854775807"), "\(outcome.output)")
+        }
     }
 
     @Test func escapingCoversC0DelAndC1() {
