@@ -460,9 +460,9 @@ package enum DaemonInvocation: Equatable, Sendable {
                 values[name] = ""
                 continue
             }
-            if let inline {
+            if let inline, !inline.isEmpty {
                 values[name] = inline
-            } else if let next = rest.first, next == "-" || !next.hasPrefix("--") {
+            } else if inline == nil, let next = rest.first, !next.isEmpty, next == "-" || !next.hasPrefix("--") {
                 values[name] = rest.removeFirst()
             } else {
                 throw UsageError(message: "missing value for '\(name) <\(valueName)>'", command: explicit)

@@ -81,11 +81,11 @@ import VigilTesting
 
     @Test(arguments: [
         ["run", "--config"], ["--state-directory"], ["reload", "--pid"], ["reload", "--timeout", "--json"],
-        ["status", "--runtime-directory"],
+        ["status", "--runtime-directory"], ["run", "--config="], ["--state-directory", ""],
     ])
     func aMissingValueIsAUsageErrorNamingTheOption(arguments: [String]) async {
         let outcome = await Self.execute(arguments)
-        let option = arguments.first { $0.hasPrefix("--") }!
+        let option = arguments.first { $0.hasPrefix("--") }!.split(separator: "=")[0]
         #expect(outcome.status == 64)
         #expect(outcome.standardError.contains("missing value for '\(option) <"), "\(outcome.standardError)")
     }
