@@ -1,4 +1,3 @@
-import Synchronization
 import VigilLifecycle
 
 #if canImport(Glibc)
@@ -44,6 +43,7 @@ public struct RuntimeStatus: Sendable, Equatable {
         /// began after its signal.
         public var beganMonotonicUsec: UInt64
 
+        /// An outcome; `reason` only for a rejection.
         public init(result: String, reason: String?, beganMonotonicUsec: UInt64) {
             self.result = result
             self.reason = reason
@@ -51,20 +51,25 @@ public struct RuntimeStatus: Sendable, Equatable {
         }
     }
 
+    /// The daemon's process id.
     public var pid: Int32
     /// The daemon's start time in clock ticks after boot; `nil` in files written before it was
     /// recorded (such a daemon cannot be reloaded by the client).
     public var processStartTime: UInt64?
     /// `starting`, `running`, `stopping`, `stopped`, `failed`.
     public var state: String
+    /// The configuration generation in force: 1 at start, one more per applied reload.
     public var generation: Int
+    /// The last reload's outcome; `nil` before the first.
     public var lastReload: Reload?
     /// `CLOCK_REALTIME` at start, in seconds since the epoch.
     public var startedAt: Int64
+    /// `false` when the state file showed that the previous run did not stop cleanly.
     public var previousShutdownClean: Bool
     /// The daemon's own keys, in the order it wrote them.
     package var daemonMembers: [JSONValue.Member] = []
 
+    /// A status with no keys of the daemon's own.
     public init(
         pid: Int32,
         processStartTime: UInt64?,
@@ -172,124 +177,10 @@ public struct RuntimeStatus: Sendable, Equatable {
 
 /// A status file in a format this library does not read.
 public struct RuntimeStatusFormatError: Error, CustomStringConvertible {
+    /// The file's `formatVersion`.
     public var found: Int
+    /// What happened and what to do.
     public var description: String {
         "the status file has format version \(found), this client reads version \(RuntimeStatus.formatVersion): use the daemon's own client"
-    }
-}
-
-/// What reports whether the previous run stopped cleanly: ``PersistenceListener``.
-protocol ShutdownHistory: Sendable {
-    var previousShutdownClean: Bool? { get }
-}
-
-extension PersistenceListener: ShutdownHistory {}
-
-/// Keeps `status.json` current: a lifecycle observer that ``DaemonCommandLine`` adds to every
-/// daemon it runs. It writes nothing until the runtime directory is verified (a start-up step).
-///
-/// A daemon adds keys of its own with ``addKeys(_:)`` and calls ``update()`` when they change
-/// between lifecycle events:
-///
-/// ```swift
-/// options.status.addKeys { MyStatus(requests: counter.value) }
-/// ```
-public final class RuntimeStatusWriter: LifecycleObserver {
-    private struct State {
-        var status: RuntimeStatus
-        var directory: TrustedDirectory?
-        var keys: [@Sendable () throws -> JSONValue] = []
-        var history: (any ShutdownHistory)?
-    }
-
-    private let state: Mutex<State>
-
-    /// A writer for this process, in state `starting`.
-    public init() {
-        state = Mutex(
-            State(
-                status: RuntimeStatus(
-                    pid: getpid(),
-                    processStartTime: ProcessStartTime.current,
-                    state: "starting",
-                    generation: 1,
-                    lastReload: nil,
-                    startedAt: Int64(time(nil)),
-                    previousShutdownClean: true
-                )
-            )
-        )
-    }
-
-    /// Adds the daemon's own keys: `keys()` is encoded as a JSON object at every write, and its
-    /// members follow the library's (a key the library owns is left out). Keep it quick: it
-    /// runs on the mediator's task.
-    public func addKeys<Keys: Encodable & Sendable>(_ keys: @escaping @Sendable () -> Keys) {
-        state.withLock { $0.keys.append { try JSONValueEncoder.encode(keys()) } }
-    }
-
-    /// Rewrites the file now (after the daemon's own keys changed).
-    public func update() { write { _ in } }
-
-    /// The status as last written (or as it would be).
-    public var current: RuntimeStatus { state.withLock { $0.status } }
-
-    public func observe(_ record: LifecycleRecord) {
-        write { status in
-            switch record {
-            case .started(let generation, _):
-                status.state = "running"
-                status.generation = generation
-            case .reloadApplied(let generation, let duration):
-                status.generation = generation
-                status.lastReload = .init(result: "applied", reason: nil, beganMonotonicUsec: Self.began(duration))
-            case .reloadRejected(let rejection, let generation, let duration):
-                status.generation = generation
-                status.lastReload = .init(
-                    result: "rejected",
-                    reason: rejection.description,
-                    beganMonotonicUsec: Self.began(duration)
-                )
-            case .stopping: status.state = "stopping"
-            case .stopped: status.state = "stopped"
-            case .startFailed: status.state = "failed"
-            case .userSignal, .listenerFailed, .fatalFault: break
-            }
-        }
-    }
-
-    /// Takes `previousShutdownClean` from the first listener that knows it.
-    func track(_ listeners: [any Listener]) {
-        guard let history = listeners.lazy.compactMap({ $0 as? any ShutdownHistory }).first else { return }
-        state.withLock { $0.history = history }
-    }
-
-    /// Writes into `directory` from now on.
-    package func use(_ directory: TrustedDirectory) {
-        state.withLock { $0.directory = directory }
-        update()
-    }
-
-    private static func began(_ duration: Duration) -> UInt64 {
-        let now = MonotonicClock.microseconds()
-        let elapsed = duration.microseconds
-        return now > elapsed ? now - elapsed : 0
-    }
-
-    private func write(_ change: (inout RuntimeStatus) -> Void) {
-        // Under the lock: the mediator and the daemon's own tasks both update the file.
-        state.withLock { state in
-            change(&state.status)
-            if let clean = state.history?.previousShutdownClean { state.status.previousShutdownClean = clean }
-            var members: [JSONValue.Member] = []
-            for keys in state.keys {
-                guard case .object(let added)? = try? keys().kind else { continue }
-                members += added.filter { !RuntimeStatus.libraryKeys.contains($0.key) }
-            }
-            state.status.daemonMembers = members
-            guard let directory = state.directory, let document = try? state.status.document() else { return }
-            // Runtime status lives on tmpfs: atomic rename, no fsync.
-            try? directory.writeAtomically(Array(JSONWriter.write(document).utf8), to: RuntimeStatus.fileName)
-        }
     }
 }
