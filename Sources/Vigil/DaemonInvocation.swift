@@ -50,7 +50,7 @@ package enum DaemonInvocation: Equatable, Sendable {
         var rest = arguments[...]
         if rest.first == "help" {
             rest.removeFirst()
-            guard let topic = rest.popFirst() else { return .help(nil) }
+            guard let topic = rest.popFirst(), topic != "-h", topic != "--help" else { return .help(nil) }
             guard let command = Command(rawValue: topic) else {
                 throw UsageError(message: "unknown command '\(quoted(topic))' for help", command: nil)
             }

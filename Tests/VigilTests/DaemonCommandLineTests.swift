@@ -160,7 +160,7 @@ import VigilTesting
             if let command {
                 [[command, "--help"], [command, "-h"], ["help", command], [command, "--pid=1", "--help"]]
             } else {
-                [["--help"], ["-h"], ["help"]]
+                [["--help"], ["-h"], ["help"], ["help", "--help"]]
             }
         let expected = await Self.execute(forms[0])
         #expect(expected.status == 0)
