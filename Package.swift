@@ -20,7 +20,6 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
-        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
     ],
     targets: [
@@ -82,7 +81,6 @@ let package = Package(
             name: "vigild",
             dependencies: [
                 "Vigil", "VigildCore", "CVigilEarlySignals",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict

@@ -31,7 +31,7 @@ public struct Daemon: Sendable {
     /// The listeners, in any order.
     public let listeners: [any Listener]
     /// Steps that run before any listener starts.
-    public let startupCommands: [any StartupCommand]
+    public var startupCommands: [any StartupCommand]
     /// swift-service-lifecycle services given to the deprecated
     /// ``init(identifier:version:listeners:startupCommands:services:values:logging:)``; each runs
     /// as a ``ServiceListener`` that is ready as soon as it runs.

@@ -1,4 +1,3 @@
-import ArgumentParser
 import Vigil
 
 #if canImport(Glibc)
@@ -13,6 +12,5 @@ EarlySignals.settle(arguments: CommandLine.arguments)
 
 // vigild runs on one thread: Swift concurrency's executor is Vigil's event loop (epoll,
 // timerfd, signalfd), so the idle daemon never wakes up and a signal reaches the mediator
-// without a thread switch. ArgumentParser exits by itself on a usage error.
-EventLoopExecutor.run { await Vigild.main() }
-exit(0)
+// without a thread switch. The library parses the command line and exits with the status.
+EventLoopExecutor.run { await Vigild.commandLine.main(Vigild.daemon) }

@@ -3,8 +3,6 @@ import Testing
 import Vigil
 import VigilTesting
 
-@testable import vigild
-
 /// `vigild reload` and `vigild status` against hostile runtime directories, forged status
 /// files and bad arguments: real client processes, real signals, a real `sleep` as the process
 /// an attacker wants signalled (issue 10, items 14–16).
@@ -61,12 +59,13 @@ import VigilTesting
         startTime: UInt64?,
         state: String = "running",
         lastReload: String = "null",
-        message: String = "alive"
+        message: String = "alive",
+        startedAt: Int64 = Int64(time(nil))
     ) -> String {
         """
         {"pid": \(pid), \(startTime.map { "\"processStartTime\": \($0), " } ?? "")"state": "\(state)", \
         "generation": 3, "lastReload": \(lastReload), "heartbeats": 7, \
-        "heartbeat": {"interval": 1, "message": "\(message)"}, "startedAt": \(time(nil)), \
+        "heartbeat": {"interval": 1, "message": "\(message)"}, "startedAt": \(startedAt), \
         "previousShutdownClean": true}
         """
     }
@@ -257,7 +256,7 @@ import VigilTesting
         )
         for timeout in ["-1", "nan", "inf", "-inf", "1e300", "0", "86401", "soon"] {
             let outcome = try await Self.client(["reload", "--runtime-directory", runtime, "--timeout=\(timeout)"])
-            // 64 (EX_USAGE): what ArgumentParser exits with for a validation or parse error.
+            // 64 (EX_USAGE): the library's status for a usage error, as swift-argument-parser's.
             #expect(outcome.status == 64, "--timeout=\(timeout): \(outcome.output)")
             #expect(outcome.output.contains("--timeout"), "\(outcome.output)")
         }
@@ -312,10 +311,24 @@ import VigilTesting
         try await Self.stop(standIn)
     }
 
+    @Test func aForgedStartTimeDoesNotCrashStatus() async throws {
+        let runtime = VigildBinary.temporaryDirectory()
+        // The uptime is now minus startedAt: with Int64.min that overflowed and trapped.
+        TextFile.write(
+            runtime + "/status.json",
+            Self.statusJSON(pid: 4242, startTime: 1, startedAt: .min)
+        )
+        for command in [["status"], ["status", "--json"]] {
+            let outcome = try await Self.client(command + ["--runtime-directory", runtime])
+            #expect(outcome.status == 0, "\(command): \(outcome.output)")
+            #expect(outcome.output.contains("9223372036854775807"), "\(outcome.output)")
+        }
+    }
+
     @Test func escapingCoversC0DelAndC1() {
-        #expect("plain é ✓".escapingControlCharacters == "plain é ✓")
+        #expect(DisplayText.escapingControlCharacters("plain é ✓") == "plain é ✓")
         #expect(
-            "a\nb\r\t\u{0}\u{1b}\u{7f}\u{80}\u{9f}\u{a0}".escapingControlCharacters
+            DisplayText.escapingControlCharacters("a\nb\r\t\u{0}\u{1b}\u{7f}\u{80}\u{9f}\u{a0}")
                 == #"a\nb\r\t\u{0}\u{1b}\u{7f}\u{80}\u{9f}"# + "\u{a0}"
         )
     }
@@ -350,8 +363,6 @@ struct DaemonProofTests {
         state: "running",
         generation: 1,
         lastReload: nil,
-        heartbeats: 0,
-        heartbeat: .init(interval: 1, message: "alive"),
         startedAt: 0,
         previousShutdownClean: true
     )
@@ -360,10 +371,11 @@ struct DaemonProofTests {
         var status = status
         if let pid { status.pid = pid }
         do {
-            let pid = try Reload.verifiedDaemon(
+            let pid = try ReloadClient.verifiedDaemon(
                 status,
                 requested: requested,
                 file: "status.json",
+                name: "vigild",
                 startTime: { _ in startTime },
                 mainPID: mainPID
             )

@@ -7,21 +7,21 @@
 /// When a process started, in clock ticks after boot: field 22 (`starttime`) of
 /// `/proc/<pid>/stat`. A pid and its start time name one process for the life of the system,
 /// where a pid alone may be reused.
-enum ProcessStartTime {
+package enum ProcessStartTime {
     /// The start time of `pid`, or `nil` when the process does not exist or its `stat` cannot
     /// be read or parsed.
-    static func of(_ pid: Int32) -> UInt64? {
+    package static func of(_ pid: Int32) -> UInt64? {
         guard pid > 0, let text = statLine(pid) else { return nil }
         return parse(statLine: text)
     }
 
     /// This process's start time.
-    static var current: UInt64? { of(getpid()) }
+    package static var current: UInt64? { of(getpid()) }
 
     /// Field 22 of a `/proc/<pid>/stat` line. The second field, `(comm)`, is the executable's
     /// name and may hold spaces and parentheses itself, so the fields after it are counted from
     /// the **last** `)`: the state is field 3, the start time field 22.
-    static func parse(statLine: [UInt8]) -> UInt64? {
+    package static func parse(statLine: [UInt8]) -> UInt64? {
         guard let close = statLine.lastIndex(of: UInt8(ascii: ")")) else { return nil }
         let fields = statLine[(close + 1)...].split(separator: UInt8(ascii: " "), omittingEmptySubsequences: true)
         // fields[0] is field 3 (state); field 22 is fields[19].

@@ -1,0 +1,344 @@
+import Logging
+import VigilLifecycle
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// A daemon's whole command line and control protocol, in one call from its `main`:
+///
+/// ```swift
+/// import Vigil
+///
+/// let commandLine = DaemonCommandLine(
+///     name: "mydaemon", version: "1.0", abstract: "Serves greetings.", configuration: MyConfiguration.self)
+/// EventLoopExecutor.run {
+///     await commandLine.main { options in
+///         let configuration = ConfigurationListener<MyConfiguration>(source: options.configurationSource)
+///         return Daemon(identifier: options.name, version: options.version,
+///                       listeners: [configuration, Worker()], logging: options.logging)
+///     }
+/// }
+/// ```
+///
+/// The commands, parsed by hand (exit status 64 with the usage on stderr for a usage error):
+///
+/// - `run` (the default): `--config FILE`, `--state-directory DIR`, `--runtime-directory DIR`,
+///   `--reload-signal SIG`. Builds the daemon with the closure, adds the runtime status file
+///   (`<runtime directory>/status.json`, see ``RuntimeStatus``) and the reload signal, runs it,
+///   and exits with its status (0 clean, 1 failed).
+/// - `check-config [FILE]`: 0 when valid, 1 with the error on stderr.
+/// - `reload [--pid PID] [--runtime-directory DIR] [--timeout S] [--signal SIG]`: signals the
+///   daemon its status file describes (its pid proven by start time) and waits for the outcome:
+///   0 applied, 1 rejected with the reason, 2 no daemon or no answer. What `ExecReload=` runs.
+/// - `status [--runtime-directory DIR] [--json]`: 0, or 2 without a daemon.
+/// - `--help`, `help [COMMAND]`, `COMMAND --help`, `--version`.
+///
+/// Defaults follow systemd: `$CONFIGURATION_DIRECTORY/<name>.json` (else the embedded default),
+/// `$STATE_DIRECTORY` (else `$XDG_STATE_HOME/<name>`, `~/.local/state/<name>`),
+/// `$RUNTIME_DIRECTORY` (else `/run/<name>` for root, `$XDG_RUNTIME_DIR/<name>` for others).
+public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable {
+    /// The executable's name: in help, messages, default paths and the status file's client.
+    public var name: String
+    /// What `--version` prints.
+    public var version: String
+    /// One line for the help's overview.
+    public var abstract: String
+    /// Lines the daemon adds to `status` (after `last reload`), from its own keys in the status
+    /// file (``RuntimeStatus/decode(_:)``); label and value, escaped and aligned by the library.
+    public var statusLines: @Sendable (RuntimeStatus) -> [(label: String, value: String)]
+
+    /// A command line for the daemon `name`, whose configuration is of type `configuration`.
+    public init(
+        name: String,
+        version: String,
+        abstract: String,
+        configuration: Configuration.Type = Configuration.self,
+        statusLines: @escaping @Sendable (RuntimeStatus) -> [(label: String, value: String)] = { _ in [] }
+    ) {
+        self.name = name
+        self.version = version
+        self.abstract = abstract
+        self.statusLines = statusLines
+    }
+
+    /// Parses `CommandLine.arguments`, runs the command and exits with its status. For `run`,
+    /// `makeDaemon` builds the daemon from the options (pass `options.logging` to it); the
+    /// library adds the runtime status file and the reload signal, then runs it.
+    ///
+    /// - Important: Process-wide: `run` bootstraps swift-log, `reload` installs handlers for
+    ///   SIGTERM and SIGINT while it waits, and the process exits when the command is done.
+    public func main(_ makeDaemon: @escaping @Sendable (DaemonOptions) async throws -> Daemon) async -> Never {
+        let status = await execute(Array(CommandLine.arguments.dropFirst()), makeDaemon: makeDaemon)
+        exit(status)
+    }
+
+    /// Runs one command line; returns the exit status.
+    package func execute(
+        _ arguments: [String],
+        environment: CommandEnvironment = .process,
+        output: CommandOutput = .process,
+        makeDaemon: @Sendable (DaemonOptions) async throws -> Daemon
+    ) async -> Int32 {
+        let directories = DaemonDirectories(name: name, environment: environment)
+        let invocation: DaemonInvocation
+        do {
+            invocation = try DaemonInvocation.parse(arguments)
+        } catch {
+            output.error("\(name): \(error.message)")
+            output.standardError(
+                "Usage: \(usage(error.command, indent: 7))\n  See '\(name) \(error.command.map { "\($0.rawValue) " } ?? "")--help' for more information.\n"
+            )
+            return 64
+        }
+        switch invocation {
+        case .help(let command):
+            output.standardOutput(help(command))
+            return 0
+        case .version:
+            output.print(version)
+            return 0
+        case .checkConfig(let file):
+            return checkConfig(file, directories: directories, output: output)
+        case .reload(let pid, let runtimeDirectory, let timeout, let signal):
+            return ReloadClient(name: name, directories: directories, output: output)
+                .run(pid: pid, runtimeDirectory: runtimeDirectory, timeout: timeout, signal: signal)
+        case .status(let runtimeDirectory, let json):
+            return StatusClient(name: name, directories: directories, output: output, lines: statusLines)
+                .run(runtimeDirectory: runtimeDirectory, json: json)
+        case .run(let config, let stateDirectory, let runtimeDirectory, let reloadSignal):
+            let runtime = directories.runtime(runtimeDirectory)
+            let options = DaemonOptions(
+                name: name,
+                version: version,
+                configurationSource: directories.configurationSource(config),
+                stateDirectory: directories.state(stateDirectory),
+                runtimeDirectory: runtime.path,
+                reloadSignal: reloadSignal,
+                logging: Daemon.bootstrapLogging(identifier: name),
+                status: RuntimeStatusWriter()
+            )
+            var daemon: Daemon
+            do {
+                daemon = try await makeDaemon(options)
+            } catch {
+                options.logging.logger.critical("\(name) cannot start: \(error)")
+                return 1
+            }
+            let status = options.status
+            status.track(daemon.listeners)
+            daemon.startupCommands.insert(
+                StartupStep("create \(runtime.path)") { _ in
+                    status.use(try TrustedDirectory.create(runtime.path, privateToCaller: runtime.privateToCaller))
+                },
+                at: 0
+            )
+            daemon.observers.append(status)
+            daemon.signals.reloadSignal = reloadSignal
+            return await daemon.run()
+        }
+    }
+
+    private func checkConfig(_ file: String?, directories: DaemonDirectories, output: CommandOutput) -> Int32 {
+        guard case .file(let path, _) = directories.configurationSource(file) else {
+            output.print(
+                "No file given and $CONFIGURATION_DIRECTORY is not set: \(name) would run with its embedded default."
+            )
+            return 0
+        }
+        do {
+            _ = try ConfigurationLoader<Configuration>().load(path: path)
+            output.print("\(DisplayText.escapingControlCharacters(path)): configuration is valid")
+            return 0
+        } catch {
+            output.error("\(name): \(error)")
+            return 1
+        }
+    }
+
+    // MARK: help
+
+    /// One line of usage for a command (the root's without one).
+    /// Lines after the first are indented by `indent` columns; none is longer than 80 unless
+    /// a single part is.
+    package func usage(_ command: DaemonInvocation.Command?, indent: Int = 0) -> String {
+        guard let command else { return "\(name) [<command>] [<options>]" }
+        let options = command.options.map { option in
+            option.value.map { "[\(option.name) <\($0)>]" } ?? "[\(option.name)]"
+        }
+        let argument = command == .checkConfig ? ["[<file>]"] : []
+        var lines: [String] = []
+        var line = name + " " + command.rawValue
+        for part in options + argument {
+            if indent + line.count + 1 + part.count > 80 {
+                lines.append(line)
+                line = String(repeating: " ", count: indent + name.count + command.rawValue.count + 2) + part
+                continue
+            }
+            line += " " + part
+        }
+        lines.append(line)
+        return lines.joined(separator: "\n")
+    }
+
+    /// The help for a command, or the root's.
+    package func help(_ command: DaemonInvocation.Command?) -> String {
+        var text = Self.reflow("OVERVIEW: \(command.map { commandAbstract($0) } ?? abstract)") + "\n\n"
+        let discussion = self.discussion(command)
+        if !discussion.isEmpty { text += Self.reflow(discussion) + "\n\n" }
+        text += "USAGE: \(usage(command, indent: 7))\n\n"
+        if command == .checkConfig {
+            text += "ARGUMENTS:\n"
+            text += entry(
+                "<file>",
+                "The file to check (default: $CONFIGURATION_DIRECTORY/\(name).json, else the embedded default)."
+            )
+            text += "\n"
+        }
+        text += command == nil ? "OPTIONS (of run, the default command):\n" : "OPTIONS:\n"
+        for option in (command ?? .run).options {
+            text += entry(option.name + (option.value.map { " <\($0)>" } ?? ""), optionHelp(option.name))
+        }
+        text += entry("--version", "Show the version.")
+        text += entry("-h, --help", "Show help information.")
+        if command == nil {
+            text += "\nCOMMANDS:\n"
+            for command in DaemonInvocation.Command.allCases {
+                text += entry(command.rawValue, commandAbstract(command))
+            }
+            text += entry("help <command>", "Show a command's help.")
+            text += "\n  See '\(name) help <command>' for detailed help.\n"
+        }
+        return text
+    }
+
+    /// Text wrapped at 80 columns: the lines of a paragraph are joined and re-broken; lines
+    /// that start with a space (examples) and blank lines are kept as they are.
+    package static func reflow(_ text: String, width: Int = 80) -> String {
+        var output: [String] = []
+        var line = ""
+        func flush() {
+            if !line.isEmpty { output.append(line) }
+            line = ""
+        }
+        for source in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            if source.isEmpty || source.hasPrefix(" ") {
+                flush()
+                output.append(String(source))
+                continue
+            }
+            for word in source.split(separator: " ") {
+                if !line.isEmpty && line.count + 1 + word.count > width { flush() }
+                line += (line.isEmpty ? "" : " ") + word
+            }
+        }
+        flush()
+        return output.joined(separator: "\n")
+    }
+
+    private func commandAbstract(_ command: DaemonInvocation.Command) -> String {
+        switch command {
+        case .run: "Run the daemon in the foreground (the default command)."
+        case .checkConfig:
+            "Validate a configuration file, like nginx -t: exit 0 when valid, 1 with the error on stderr."
+        case .reload: "Reload the running daemon and wait for the outcome (what ExecReload= runs)."
+        case .status: "Show the running daemon's status."
+        }
+    }
+
+    private func discussion(_ command: DaemonInvocation.Command?) -> String {
+        switch command {
+        case nil:
+            """
+            Runs in the foreground, under systemd or in a terminal; it never forks into the background.
+
+            Examples:
+              \(name)                  run with the embedded default configuration
+              \(name) run --config /etc/\(name)/\(name).json
+              \(name) check-config /etc/\(name)/\(name).json
+              \(name) reload           reload the running daemon and wait for the outcome
+              \(name) status --json
+            """
+        case .run:
+            """
+            Reads the configuration, restores the state, reports READY=1 to systemd and handles
+            signals until told to stop. Exit status: 0 after a clean stop, 1 when start-up failed
+            or a part failed to stop cleanly.
+            """
+        case .checkConfig:
+            """
+            Examples:
+              \(name) check-config /etc/\(name)/\(name).json
+              \(name) check-config          checks $CONFIGURATION_DIRECTORY/\(name).json
+            """
+        case .reload:
+            """
+            Signals only the daemon that the runtime directory's status.json describes, and only
+            after proving that the process with that pid started when the daemon did.
+
+            Exit status: 0 when the new configuration was applied (or the daemon is stopping: a
+            stop supersedes the reload), 1 when it was rejected (the reason on stderr), 2 when
+            there is no daemon, the pid is not the daemon's, or no answer came in time.
+
+            Examples:
+              \(name) reload
+              \(name) reload --pid $MAINPID
+            """
+        case .status:
+            """
+            Exit status: 0, or 2 when there is no running daemon.
+
+            Examples:
+              \(name) status
+              \(name) status --json
+            """
+        }
+    }
+
+    private func optionHelp(_ option: String) -> String {
+        let runtimeDefault = "$RUNTIME_DIRECTORY, else /run/\(name) for root, $XDG_RUNTIME_DIR/\(name) for others"
+        switch option {
+        case "--config":
+            return "The configuration file (default: $CONFIGURATION_DIRECTORY/\(name).json, else the embedded default)."
+        case "--state-directory":
+            return "Where state.json lives (default: $STATE_DIRECTORY, else ~/.local/state/\(name))."
+        case "--runtime-directory": return "Where status.json lives (default: \(runtimeDefault))."
+        case "--reload-signal":
+            return
+                "The signal that reloads, as systemd's ReloadSignal= names it (SIGHUP, SIGRTMIN+3, …; default: SIGHUP)."
+        case "--pid":
+            return "The daemon's pid; must match the runtime directory's status.json (default: from status.json)."
+        case "--timeout": return "Seconds to wait for the outcome (more than 0, at most 86400; default: 90)."
+        case "--signal": return "The signal to send: the daemon's --reload-signal (default: SIGHUP)."
+        case "--json": return "Print JSON (the status file's keys plus uptimeSeconds)."
+        default: return ""
+        }
+    }
+
+    /// `  name    help`, the help wrapped at 80 columns under a 26-column indent.
+    private func entry(_ name: String, _ help: String) -> String {
+        let indent = String(repeating: " ", count: 26)
+        var lines: [String] = []
+        var line = "  " + name
+        if line.count >= 25 {
+            lines.append(line)
+            line = indent
+        } else {
+            line += String(repeating: " ", count: 26 - line.count)
+        }
+        var lineHasWords = false
+        for word in help.split(separator: " ") {
+            if lineHasWords && line.count + 1 + word.count > 80 {
+                lines.append(line)
+                line = indent
+                lineHasWords = false
+            }
+            line += (lineHasWords ? " " : "") + word
+            lineHasWords = true
+        }
+        lines.append(line)
+        return lines.joined(separator: "\n") + "\n"
+    }
+}

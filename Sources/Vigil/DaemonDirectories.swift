@@ -1,0 +1,88 @@
+import VigilLifecycle
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// The directories a daemon named `name` uses when the command line does not say.
+package struct DaemonDirectories: Sendable {
+    package var name: String
+    package var environment: CommandEnvironment
+
+    package init(name: String, environment: CommandEnvironment) {
+        self.name = name
+        self.environment = environment
+    }
+
+    /// The explicit file, else `$CONFIGURATION_DIRECTORY/<name>.json` (optional), else the
+    /// embedded default.
+    package func configurationSource(_ explicit: String?) -> ConfigurationSource {
+        if let explicit { return .file(explicit, required: true) }
+        if let directory = environment.directory("CONFIGURATION_DIRECTORY") {
+            return .file(directory + "/\(name).json", required: false)
+        }
+        return .embeddedDefault
+    }
+
+    /// The explicit directory, else `$STATE_DIRECTORY`, else `$XDG_STATE_HOME/<name>`, else
+    /// `~/.local/state/<name>`.
+    package func state(_ explicit: String?) -> String {
+        if let explicit { return explicit }
+        if let directory = environment.directory("STATE_DIRECTORY") { return directory }
+        let home = environment.directory("HOME") ?? "/tmp"
+        return (environment.directory("XDG_STATE_HOME") ?? home + "/.local/state") + "/" + name
+    }
+
+    /// A runtime directory and whether it is the last resort in `/tmp`, which must be the
+    /// caller's own with mode 0700 (see ``TrustedDirectory``).
+    package struct Runtime: Equatable, Sendable {
+        package var path: String
+        package var privateToCaller = false
+
+        package init(path: String, privateToCaller: Bool = false) {
+            self.path = path
+            self.privateToCaller = privateToCaller
+        }
+    }
+
+    /// The system-wide runtime directory: `/run/<name>`.
+    package var systemRuntime: String { "/run/" + name }
+
+    /// The explicit directory, else `$RUNTIME_DIRECTORY` (systemd's `RuntimeDirectory=`), else
+    /// `/run/<name>` for root, `$XDG_RUNTIME_DIR/<name>` for others, and only as a last resort
+    /// `/tmp/<name>-<uid>` — a directory the caller owns with mode 0700.
+    package func runtime(_ explicit: String?) -> Runtime {
+        if let explicit { return Runtime(path: explicit) }
+        if let directory = environment.directory("RUNTIME_DIRECTORY") { return Runtime(path: directory) }
+        if environment.effectiveUID == 0 { return Runtime(path: systemRuntime) }
+        if let directory = environment.directory("XDG_RUNTIME_DIR") { return Runtime(path: directory + "/" + name) }
+        return Runtime(path: "/tmp/\(name)-\(environment.effectiveUID)", privateToCaller: true)
+    }
+
+    /// For `reload` and `status`: the explicit or systemd-given directory; else the caller's
+    /// default (``runtime(_:)``), then the unit's `/run/<name>`: the first that is trusted and
+    /// holds a status file that reads. Never a directory that fails ``TrustedDirectory``'s rule.
+    ///
+    /// - Throws: ``ControlClientError`` naming each directory tried and why it was not used.
+    package func runtimeForClient(_ explicit: String?) throws(ControlClientError) -> (TrustedDirectory, RuntimeStatus) {
+        let first = runtime(explicit)
+        var candidates = [first]
+        if explicit == nil && environment.directory("RUNTIME_DIRECTORY") == nil && first.path != systemRuntime {
+            candidates.append(Runtime(path: systemRuntime))
+        }
+        var reasons: [String] = []
+        for candidate in candidates {
+            do {
+                let directory = try TrustedDirectory.open(candidate.path, privateToCaller: candidate.privateToCaller)
+                return (directory, try RuntimeStatus.read(from: directory))
+            } catch let error as TrustedDirectoryError where error.errno == ENOENT {
+                reasons.append("no \(error.path)")
+            } catch {
+                reasons.append("\(error)")
+            }
+        }
+        throw ControlClientError("no running \(name) found (\(reasons.joined(separator: "; ")))")
+    }
+}

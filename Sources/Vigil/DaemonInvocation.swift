@@ -1,0 +1,172 @@
+import VigilLifecycle
+
+/// A parsed command line.
+package enum DaemonInvocation: Equatable, Sendable {
+    case help(Command?)
+    case version
+    case run(config: String?, stateDirectory: String?, runtimeDirectory: String?, reloadSignal: ProcessSignal)
+    case checkConfig(file: String?)
+    case reload(pid: Int32?, runtimeDirectory: String?, timeout: Double, signal: ProcessSignal)
+    case status(runtimeDirectory: String?, json: Bool)
+
+    package enum Command: String, CaseIterable, Sendable {
+        case run
+        case checkConfig = "check-config"
+        case reload
+        case status
+
+        /// An option: its name and, when it takes one, its value's name.
+        package struct Option: Sendable {
+            package var name: String
+            package var value: String?
+        }
+
+        package var options: [Option] {
+            switch self {
+            case .run:
+                [
+                    Option(name: "--config", value: "file"), Option(name: "--state-directory", value: "dir"),
+                    Option(name: "--runtime-directory", value: "dir"), Option(name: "--reload-signal", value: "signal"),
+                ]
+            case .checkConfig: []
+            case .reload:
+                [
+                    Option(name: "--pid", value: "pid"), Option(name: "--runtime-directory", value: "dir"),
+                    Option(name: "--timeout", value: "seconds"), Option(name: "--signal", value: "signal"),
+                ]
+            case .status: [Option(name: "--runtime-directory", value: "dir"), Option(name: "--json")]
+            }
+        }
+    }
+
+    /// A usage error: the message names the argument; `command` selects the usage line.
+    package struct UsageError: Error, Equatable {
+        package var message: String
+        package var command: Command?
+    }
+
+    /// Parses the arguments after the executable's name.
+    package static func parse(_ arguments: [String]) throws(UsageError) -> DaemonInvocation {
+        var rest = arguments[...]
+        if rest.first == "help" {
+            rest.removeFirst()
+            guard let topic = rest.popFirst(), topic != "-h", topic != "--help" else { return .help(nil) }
+            guard let command = Command(rawValue: topic) else {
+                throw UsageError(message: "unknown command '\(quoted(topic))' for help", command: nil)
+            }
+            if let extra = rest.first {
+                throw UsageError(message: "unexpected argument '\(quoted(extra))'", command: nil)
+            }
+            return .help(command)
+        }
+        let explicit = rest.first.flatMap(Command.init(rawValue:))
+        if explicit != nil { rest.removeFirst() }
+        let command = explicit ?? .run
+
+        var values: [String: String] = [:]
+        var positionals: [String] = []
+        var optionsEnded = false
+        while let argument = rest.popFirst() {
+            if optionsEnded || argument == "-" || !argument.hasPrefix("-") || Double(argument) != nil {
+                positionals.append(argument)
+                continue
+            }
+            if argument == "--" {
+                optionsEnded = true
+                continue
+            }
+            if argument == "-h" || argument == "--help" { return .help(explicit) }
+            if argument == "--version" { return .version }
+            let split = argument.firstIndex(of: "=")
+            let name = String(argument[..<(split ?? argument.endIndex)])
+            let inline = split.map { String(argument[argument.index(after: $0)...]) }
+            guard let option = command.options.first(where: { $0.name == name }) else {
+                throw UsageError(
+                    message: "unknown option '\(quoted(name))'"
+                        + (explicit == nil ? "" : " for '\(command.rawValue)'"),
+                    command: explicit
+                )
+            }
+            guard let valueName = option.value else {
+                if inline != nil {
+                    throw UsageError(message: "'\(name)' takes no value", command: explicit)
+                }
+                values[name] = ""
+                continue
+            }
+            if let inline, !inline.isEmpty {
+                values[name] = inline
+            } else if inline == nil, let next = rest.first, !next.isEmpty, next == "-" || !next.hasPrefix("--") {
+                values[name] = rest.removeFirst()
+            } else {
+                throw UsageError(message: "missing value for '\(name) <\(valueName)>'", command: explicit)
+            }
+        }
+        let allowed = command == .checkConfig ? 1 : 0
+        if positionals.count > allowed {
+            let extra = positionals[allowed]
+            let hint = explicit == nil ? " (commands: run, check-config, reload, status, help)" : ""
+            throw UsageError(message: "unexpected argument '\(quoted(extra))'\(hint)", command: explicit)
+        }
+
+        switch command {
+        case .run:
+            return .run(
+                config: values["--config"],
+                stateDirectory: values["--state-directory"],
+                runtimeDirectory: values["--runtime-directory"],
+                reloadSignal: try signal(values["--reload-signal"], option: "--reload-signal", command: explicit)
+            )
+        case .checkConfig:
+            return .checkConfig(file: positionals.first)
+        case .reload:
+            var pid: Int32?
+            if let text = values["--pid"] {
+                guard let value = Int32(text) else {
+                    throw UsageError(
+                        message: "--pid: '\(quoted(text))' is not a process id (a whole number)",
+                        command: .reload
+                    )
+                }
+                pid = value
+            }
+            var timeout = 90.0
+            if let text = values["--timeout"] {
+                guard let value = Double(text), value.isFinite, value > 0, value <= ReloadClient.maximumTimeout else {
+                    throw UsageError(
+                        message:
+                            "--timeout: '\(quoted(text))' is not a number of seconds more than 0 and at most \(Int(ReloadClient.maximumTimeout))",
+                        command: .reload
+                    )
+                }
+                timeout = value
+            }
+            return .reload(
+                pid: pid,
+                runtimeDirectory: values["--runtime-directory"],
+                timeout: timeout,
+                signal: try signal(values["--signal"], option: "--signal", command: .reload)
+            )
+        case .status:
+            return .status(runtimeDirectory: values["--runtime-directory"], json: values["--json"] != nil)
+        }
+    }
+
+    private static func signal(_ text: String?, option: String, command: Command?) throws(UsageError) -> ProcessSignal {
+        guard let text else { return .sighup }
+        guard let signal = ProcessSignal(name: text) else {
+            throw UsageError(
+                message: "\(option): '\(quoted(text))' is not a signal name (try SIGHUP or SIGRTMIN+3)",
+                command: command
+            )
+        }
+        return signal
+    }
+
+    /// An argument as it may appear in a message: control characters escaped, at most 200
+    /// characters.
+    private static func quoted(_ text: String) -> String {
+        let escaped = DisplayText.escapingControlCharacters(text)
+        return escaped.count > 200 ? String(escaped.prefix(200)) + "…" : escaped
+    }
+}

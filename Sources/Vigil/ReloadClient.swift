@@ -1,0 +1,153 @@
+import VigilLifecycle
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// `<name> reload`: signal the daemon that the status file describes, then wait for the outcome.
+package struct ReloadClient: Sendable {
+    package var name: String
+    package var directories: DaemonDirectories
+    package var output: CommandOutput
+
+    /// The largest `--timeout`, in seconds.
+    package static let maximumTimeout = 86_400.0
+
+    /// Runs the client; returns its exit status: 0 applied (or superseded by a stop), 1
+    /// rejected, 2 no daemon, not the daemon, or no answer in time.
+    package func run(pid: Int32?, runtimeDirectory: String?, timeout: Double, signal: ProcessSignal) -> Int32 {
+        do {
+            return try reload(pid: pid, runtimeDirectory: runtimeDirectory, timeout: timeout, signal: signal)
+        } catch {
+            output.error("\(name) reload: \(error)")
+            return 2
+        }
+    }
+
+    private func reload(
+        pid: Int32?,
+        runtimeDirectory: String?,
+        timeout: Double,
+        signal: ProcessSignal
+    ) throws(ControlClientError) -> Int32 {
+        if let pid, pid <= 1 {
+            throw ControlClientError(
+                "refusing to signal pid \(pid): only a \(name)'s own pid (more than 1) can be reloaded"
+            )
+        }
+        let (directory, status) = try directories.runtimeForClient(runtimeDirectory)
+        let file = directory.path(of: RuntimeStatus.fileName)
+        let target = try Self.verifiedDaemon(
+            status,
+            requested: pid,
+            file: file,
+            name: name,
+            mainPID: directories.environment.directory("MAINPID")
+        )
+        let interruption = ClientInterruption()
+        let sent = MonotonicClock.microseconds()
+        guard kill(target, signal.rawValue) == 0 else {
+            throw ControlClientError("cannot signal pid \(target): \(String(cString: strerror(errno)))")
+        }
+        // The parser bounds the timeout (0 < timeout ≤ 86400): the product fits in a UInt64.
+        var deadline = sent + UInt64(timeout * 1_000_000)
+        var interrupted: Int32?
+        var rejected = false
+        while MonotonicClock.microseconds() < deadline {
+            if let signal = interruption.received { interrupted = signal }
+            // The daemon answers through its status file; poll it every 5 ms.
+            let current = try? RuntimeStatus.read(from: directory)
+            if !rejected, let current, current.pid == target, let reload = current.lastReload,
+                reload.beganMonotonicUsec >= sent
+            {
+                if reload.result == "applied" {
+                    output.print("\(name): reload applied; configuration generation \(current.generation) is in force")
+                    return 0
+                }
+                output.error(
+                    "\(name): reload rejected: \(reload.reason ?? "unknown reason"); still running generation \(current.generation)"
+                )
+                guard interrupted != nil else { return 1 }
+                // Stopped while the rejected reload ran: wait briefly for the stop to show.
+                rejected = true
+                deadline = min(deadline, MonotonicClock.microseconds() + 5_000_000)
+            }
+            let gone = kill(target, 0) != 0 && errno == ESRCH
+            if let interrupted, gone || current.map({ ["stopping", "stopped"].contains($0.state) }) == true {
+                // `systemctl stop` during `systemctl reload`: systemd cancels the reload job and
+                // sends SIGTERM to the whole unit, this client included. The stop supersedes the
+                // reload; exiting 0 keeps a clean stop clean (killed by the signal, this client
+                // makes systemd record Result=signal for the unit; exiting non-zero,
+                // Result=exit-code — both checked under systemd 252).
+                output.error(
+                    "\(name) reload: \(ProcessSignal(rawValue: interrupted)) while pid \(target) is stopping: the stop supersedes the reload"
+                )
+                return 0
+            }
+            if gone { throw ControlClientError("pid \(target) exited before answering") }
+            usleep(5_000)
+        }
+        if rejected { return 1 }
+        if let interrupted { interruption.dieOf(interrupted) }
+        throw ControlClientError("no answer from pid \(target) within \(timeout) s")
+    }
+
+    /// The pid to signal: the status file's, when the process with that pid started when the
+    /// daemon that wrote the file did (and, with `--pid`, when that is the pid asked for).
+    ///
+    /// Under a hardened unit `ExecReload=` cannot read `/proc/$MAINPID`: with `PrivateUsers=`
+    /// every process of the unit gets a user namespace of its own, and `ProtectProc=invisible`
+    /// hides processes the reader could not ptrace. There systemd vouches instead: it sets
+    /// `$MAINPID` for a unit's control processes only, so a hidden pid is accepted when it is
+    /// `$MAINPID` (and the status file's pid).
+    ///
+    /// - Parameters:
+    ///   - startTime: the start time of a pid, `nil` when `/proc` does not show it.
+    ///   - mainPID: `$MAINPID`, as systemd sets it for `ExecReload=`.
+    package static func verifiedDaemon(
+        _ status: RuntimeStatus,
+        requested: Int32?,
+        file: String,
+        name: String,
+        startTime: (Int32) -> UInt64? = ProcessStartTime.of,
+        mainPID: String?
+    ) throws(ControlClientError) -> Int32 {
+        if let requested, requested != status.pid {
+            throw ControlClientError(
+                "refusing to signal pid \(requested): it is not the \(name) that \(file) describes (pid \(status.pid))"
+            )
+        }
+        let pid = status.pid
+        guard pid > 1 else {
+            throw ControlClientError("refusing to signal pid \(pid) named in \(file): not a daemon's pid")
+        }
+        guard let recorded = status.processStartTime else {
+            throw ControlClientError(
+                "\(file) does not record the daemon's start time (written by an older \(name)): restart the daemon, then reload"
+            )
+        }
+        guard let actual = startTime(pid) else {
+            guard kill(pid, 0) == 0 || errno == EPERM else {
+                throw ControlClientError("pid \(pid) named in \(file) is not running")
+            }
+            if mainPID == "\(pid)" { return pid }
+            throw ControlClientError(
+                "refusing to signal pid \(pid): /proc/\(pid) is hidden from this process, so its start time cannot be checked (run as root, or as ExecReload= with $MAINPID)"
+            )
+        }
+        guard actual == recorded else {
+            throw ControlClientError(
+                "refusing to signal pid \(pid): it started at tick \(actual), but the \(name) that \(file) describes started at tick \(recorded) (a different process now has that pid)"
+            )
+        }
+        return pid
+    }
+}
+
+/// A client failure with the message to print; exit status 2.
+package struct ControlClientError: Error, CustomStringConvertible {
+    package var description: String
+    package init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,392 @@
+import Glibc
+import Synchronization
+import Testing
+import Vigil
+import VigilTesting
+
+/// The command line every daemon gets from ``DaemonCommandLine``: parsed by hand, with the
+/// usage errors (exit 64), help and version that swift-argument-parser users expect, and the
+/// same commands and defaults for any daemon's name.
+@Suite struct DaemonCommandLineTests {
+    /// What one command line printed and returned.
+    struct Outcome {
+        var status: Int32
+        var standardOutput: String
+        var standardError: String
+    }
+
+    final class Capture: Sendable {
+        let out = Mutex("")
+        let err = Mutex("")
+        var output: CommandOutput {
+            CommandOutput(
+                standardOutput: { text in self.out.withLock { $0 += text } },
+                standardError: { text in self.err.withLock { $0 += text } }
+            )
+        }
+    }
+
+    static func environment(_ variables: [String: String] = [:], uid: uid_t = 1000) -> CommandEnvironment {
+        CommandEnvironment(variable: { variables[$0] }, effectiveUID: uid)
+    }
+
+    /// Runs `arguments` through a command line named `name` (never `run`: no daemon is built).
+    static func execute(
+        _ arguments: [String],
+        name: String = "vigild",
+        environment: CommandEnvironment = environment()
+    ) async -> Outcome {
+        let capture = Capture()
+        let commandLine = DaemonCommandLine(
+            name: name,
+            version: "9.8.7",
+            abstract: "A test daemon.",
+            configuration: SampleConfiguration.self,
+            statusLines: { status in
+                let requests = (try? status.decode(HelloKeys.self).requests).map { "\($0)" } ?? "?"
+                return [("requests", requests)]
+            }
+        )
+        let status = await commandLine.execute(arguments, environment: environment, output: capture.output) { _ in
+            Issue.record("no daemon may be built for \(arguments)")
+            throw CancellationError()
+        }
+        return Outcome(
+            status: status,
+            standardOutput: capture.out.withLock { $0 },
+            standardError: capture.err.withLock { $0 }
+        )
+    }
+
+    struct HelloKeys: Codable, Sendable {
+        var requests: Int
+    }
+
+    // MARK: parsing
+
+    @Test(arguments: [
+        (["--bogus"], "unknown option '--bogus'", "vigild [<command>]"),
+        (["reload", "--bogus=1"], "unknown option '--bogus' for 'reload'", "vigild reload [--pid <pid>]"),
+        (["status", "--pid", "3"], "unknown option '--pid' for 'status'", "vigild status [--runtime-directory"),
+        (["check-config", "--json"], "unknown option '--json' for 'check-config'", "vigild check-config [<file>]"),
+        (["run", "-x"], "unknown option '-x' for 'run'", "vigild run [--config <file>]"),
+    ])
+    func anUnknownOptionIsAUsageErrorNamingIt(arguments: [String], message: String, usage: String) async {
+        let outcome = await Self.execute(arguments)
+        #expect(outcome.status == 64)
+        #expect(outcome.standardOutput.isEmpty)
+        #expect(outcome.standardError.hasPrefix("vigild: \(message)\n"), "\(outcome.standardError)")
+        #expect(outcome.standardError.contains("Usage: \(usage)"), "\(outcome.standardError)")
+    }
+
+    @Test(arguments: [
+        ["run", "--config"], ["--state-directory"], ["reload", "--pid"], ["reload", "--timeout", "--json"],
+        ["status", "--runtime-directory"], ["run", "--config="], ["--state-directory", ""],
+    ])
+    func aMissingValueIsAUsageErrorNamingTheOption(arguments: [String]) async {
+        let outcome = await Self.execute(arguments)
+        let option = arguments.first { $0.hasPrefix("--") }!.split(separator: "=")[0]
+        #expect(outcome.status == 64)
+        #expect(outcome.standardError.contains("missing value for '\(option) <"), "\(outcome.standardError)")
+    }
+
+    @Test func equalsAndSeparateValuesMeanTheSame() throws {
+        let separate = try DaemonInvocation.parse([
+            "reload", "--pid", "42", "--runtime-directory", "/x", "--timeout", "2.5", "--signal", "SIGRTMIN+3",
+        ])
+        let equals = try DaemonInvocation.parse([
+            "reload", "--pid=42", "--runtime-directory=/x", "--timeout=2.5", "--signal=SIGRTMIN+3",
+        ])
+        #expect(separate == equals)
+        #expect(
+            equals
+                == .reload(
+                    pid: 42,
+                    runtimeDirectory: "/x",
+                    timeout: 2.5,
+                    signal: try #require(ProcessSignal(name: "SIGRTMIN+3"))
+                )
+        )
+        // A value may start with a single dash or hold '='; the last of a repeated option wins.
+        #expect(
+            try DaemonInvocation.parse(["--config=a=b", "--state-directory", "-dir", "--config", "c"])
+                == .run(config: "c", stateDirectory: "-dir", runtimeDirectory: nil, reloadSignal: .sighup)
+        )
+        #expect(
+            try DaemonInvocation.parse([])
+                == .run(config: nil, stateDirectory: nil, runtimeDirectory: nil, reloadSignal: .sighup)
+        )
+        #expect(try DaemonInvocation.parse(["status", "--json"]) == .status(runtimeDirectory: nil, json: true))
+        #expect(try DaemonInvocation.parse(["check-config", "--", "--odd"]) == .checkConfig(file: "--odd"))
+        #expect(
+            try DaemonInvocation.parse(["reload", "--pid=-1"])
+                == .reload(pid: -1, runtimeDirectory: nil, timeout: 90, signal: .sighup)
+        )
+    }
+
+    @Test(arguments: [
+        (["reload", "--pid", "12x"], "--pid: '12x' is not a process id"),
+        (["reload", "--pid", "99999999999"], "--pid: '99999999999' is not a process id"),
+        (["reload", "--timeout", "nan"], "--timeout: 'nan' is not a number of seconds"),
+        (["reload", "--signal", "SIGNOPE"], "--signal: 'SIGNOPE' is not a signal name"),
+        (["run", "--reload-signal=HUP\u{1b}[2J"], "--reload-signal: 'HUP\\u{1b}[2J' is not a signal name"),
+        (["status", "--json=yes"], "'--json' takes no value"),
+    ])
+    func aBadValueIsAUsageErrorNamingTheOptionAndTheValue(arguments: [String], message: String) async {
+        let outcome = await Self.execute(arguments)
+        #expect(outcome.status == 64)
+        #expect(outcome.standardError.hasPrefix("vigild: \(message)"), "\(outcome.standardError)")
+    }
+
+    @Test(arguments: [
+        (["status", "extra"], "unexpected argument 'extra'"),
+        (["check-config", "a.json", "b.json"], "unexpected argument 'b.json'"),
+        (["reload", "now"], "unexpected argument 'now'"),
+        (["frobnicate"], "unexpected argument 'frobnicate' (commands: run, check-config, reload, status, help)"),
+        (["help", "frobnicate"], "unknown command 'frobnicate' for help"),
+        (["help", "run", "more"], "unexpected argument 'more'"),
+    ])
+    func extraArgumentsAreUsageErrors(arguments: [String], message: String) async {
+        let outcome = await Self.execute(arguments)
+        #expect(outcome.status == 64)
+        #expect(outcome.standardError.hasPrefix("vigild: \(message)\n"), "\(outcome.standardError)")
+    }
+
+    // MARK: help and version
+
+    @Test(arguments: [nil, "run", "check-config", "reload", "status"] as [String?])
+    func everyCommandHasHelpListingItsOptions(command: String?) async {
+        let forms: [[String]] =
+            if let command {
+                [[command, "--help"], [command, "-h"], ["help", command], [command, "--pid=1", "--help"]]
+            } else {
+                [["--help"], ["-h"], ["help"], ["help", "--help"]]
+            }
+        let expected = await Self.execute(forms[0])
+        #expect(expected.status == 0)
+        #expect(expected.standardError.isEmpty)
+        for form in forms.dropFirst() where !(command != "reload" && form.contains("--pid=1")) {
+            let outcome = await Self.execute(form)
+            #expect(outcome.status == 0, "\(form)")
+            #expect(outcome.standardOutput == expected.standardOutput, "\(form)")
+        }
+        let options: [String] =
+            switch command {
+            case nil, "run": ["--config", "--state-directory", "--runtime-directory", "--reload-signal"]
+            case "reload": ["--pid", "--runtime-directory", "--timeout", "--signal"]
+            case "status": ["--runtime-directory", "--json"]
+            default: []
+            }
+        let help = expected.standardOutput
+        #expect(help.contains("USAGE: vigild " + (command.map { $0 + " " } ?? "")), "\(help)")
+        for option in options + ["--version", "--help"] {
+            #expect(help.contains("\n  " + option + " ") || help.contains("\n  -h, " + option), "\(option) in \(help)")
+        }
+        if command == nil {
+            for name in ["run", "check-config", "reload", "status", "help <command>"] {
+                #expect(help.contains("\n  \(name) "), "\(name) in \(help)")
+            }
+        }
+        #expect(help.split(separator: "\n").allSatisfy { $0.count <= 80 }, "\(help)")
+    }
+
+    @Test(arguments: [["--version"], ["status", "--version"], ["reload", "--timeout=1", "--version"]])
+    func versionPrintsTheVersion(arguments: [String]) async {
+        let outcome = await Self.execute(arguments)
+        #expect(outcome.status == 0)
+        #expect(outcome.standardOutput == "9.8.7\n")
+        #expect(outcome.standardError.isEmpty)
+    }
+
+    // MARK: a second daemon
+
+    @Test func anotherDaemonGetsTheSameCommandsWithItsOwnName() async {
+        let help = await Self.execute(["--help"], name: "hello-http")
+        #expect(help.standardOutput.contains("USAGE: hello-http [<command>]"))
+        #expect(help.standardOutput.contains("$CONFIGURATION_DIRECTORY/hello-http.json"))
+        let words = help.standardOutput.split(whereSeparator: { $0 == " " || $0 == "\n" }).joined(separator: " ")
+        #expect(words.contains("/run/hello-http for root, $XDG_RUNTIME_DIR/hello-http for others"))
+        #expect(!help.standardOutput.contains("vigild"), "\(help.standardOutput)")
+        let reloadHelp = await Self.execute(["help", "reload"], name: "hello-http")
+        #expect(reloadHelp.standardOutput.contains("hello-http reload --pid $MAINPID"))
+        let usage = await Self.execute(["reload", "--nope"], name: "hello-http")
+        #expect(usage.status == 64)
+        #expect(
+            usage.standardError.hasPrefix("hello-http: unknown option '--nope' for 'reload'\nUsage: hello-http reload ")
+        )
+    }
+
+    @Test func anotherDaemonsDefaultDirectoriesCarryItsName() {
+        let systemd = DaemonDirectories(
+            name: "hello-http",
+            environment: Self.environment([
+                "CONFIGURATION_DIRECTORY": "/etc/hello-http", "STATE_DIRECTORY": "/var/lib/hello-http:/other",
+                "RUNTIME_DIRECTORY": "/run/hello-http",
+            ])
+        )
+        #expect(systemd.configurationSource(nil) == .file("/etc/hello-http/hello-http.json", required: false))
+        #expect(systemd.configurationSource("/x.json") == .file("/x.json", required: true))
+        #expect(systemd.state(nil) == "/var/lib/hello-http")
+        #expect(systemd.runtime(nil) == .init(path: "/run/hello-http"))
+
+        let root = DaemonDirectories(name: "hello-http", environment: Self.environment(["HOME": "/root"], uid: 0))
+        #expect(root.configurationSource(nil) == .embeddedDefault)
+        #expect(root.state(nil) == "/root/.local/state/hello-http")
+        #expect(root.runtime(nil) == .init(path: "/run/hello-http"))
+
+        let user = DaemonDirectories(
+            name: "hello-http",
+            environment: Self.environment(["XDG_RUNTIME_DIR": "/run/user/1000", "XDG_STATE_HOME": "/s"])
+        )
+        #expect(user.runtime(nil) == .init(path: "/run/user/1000/hello-http"))
+        #expect(user.state(nil) == "/s/hello-http")
+        let bare = DaemonDirectories(name: "hello-http", environment: Self.environment(uid: 1000))
+        #expect(bare.runtime(nil) == .init(path: "/tmp/hello-http-1000", privateToCaller: true))
+    }
+
+    @Test func anotherDaemonsStatusAndCheckConfigUseItsName() async throws {
+        var template = Array("/tmp/vigil-cli-XXXXXX".utf8CString)
+        let directory = String(cString: mkdtemp(&template)!)
+        defer {
+            for name in ["status.json", "hello-http.json", "bad.json"] { unlink(directory + "/" + name) }
+            rmdir(directory)
+        }
+        // Written by the library's writer, with the daemon's own key.
+        let writer = RuntimeStatusWriter()
+        writer.addKeys { HelloKeys(requests: 12) }
+        writer.observe(.started(generation: 4, timeToReady: .milliseconds(3)))
+        writer.use(try TrustedDirectory.open(directory))
+
+        let text = await Self.execute(["status", "--runtime-directory", directory], name: "hello-http")
+        #expect(text.status == 0, "\(text.standardError)")
+        #expect(
+            text.standardOutput.hasPrefix(
+                "hello-http pid \(getpid()): running, configuration generation 4\n  last reload:    none\n  requests:       12\n  uptime:         "
+            ),
+            "\(text.standardOutput)"
+        )
+        let json = await Self.execute(["status", "--json", "--runtime-directory=\(directory)"], name: "hello-http")
+        let parsed = try JSONParser.parse(Array(json.standardOutput.utf8))
+        guard case .object(let members) = parsed.kind else {
+            Issue.record("not an object: \(json.standardOutput)")
+            return
+        }
+        #expect(
+            members.map(\.key) == [
+                "formatVersion", "pid", "processStartTime", "state", "generation", "startedAt",
+                "previousShutdownClean", "requests", "uptimeSeconds",
+            ]
+        )
+
+        // No daemon: exit 2, naming the daemon and where it looked.
+        let missing = await Self.execute(
+            ["status"],
+            name: "hello-http",
+            environment: Self.environment(["RUNTIME_DIRECTORY": directory + "/none"])
+        )
+        #expect(missing.status == 2)
+        #expect(missing.standardError == "hello-http status: no running hello-http found (no \(directory)/none)\n")
+
+        TextFile.write(directory + "/hello-http.json", #"{"server": {"port": 8443}}"#)
+        TextFile.write(directory + "/bad.json", #"{"server": {"port": 0}}"#)
+        let environment = Self.environment(["CONFIGURATION_DIRECTORY": directory])
+        let good = await Self.execute(["check-config"], name: "hello-http", environment: environment)
+        #expect(good.status == 0)
+        #expect(good.standardOutput == "\(directory)/hello-http.json: configuration is valid\n")
+        let bad = await Self.execute(["check-config", directory + "/bad.json"], name: "hello-http")
+        #expect(bad.status == 1)
+        #expect(bad.standardError.hasPrefix("hello-http: \(directory)/bad.json"), "\(bad.standardError)")
+        #expect(bad.standardError.contains("server.port"), "\(bad.standardError)")
+        let none = await Self.execute(["check-config"], name: "hello-http")
+        #expect(none.standardOutput.contains("hello-http would run with its embedded default"))
+    }
+}
+
+/// The runtime status file's format (version 1).
+@Suite struct RuntimeStatusFormatTests {
+    @Test func theFileCarriesFormatVersion1AndTheDaemonsKeysAfterTheLibrarys() throws {
+        var status = RuntimeStatus(
+            pid: 42,
+            processStartTime: 7,
+            state: "running",
+            generation: 2,
+            lastReload: .init(result: "rejected", reason: "bad", beganMonotonicUsec: 5),
+            startedAt: 100,
+            previousShutdownClean: false
+        )
+        let text =
+            #"{"formatVersion": 1, "pid": 42, "processStartTime": 7, "state": "running", "generation": 2, "lastReload": {"result": "rejected", "reason": "bad", "beganMonotonicUsec": 5}, "startedAt": 100, "previousShutdownClean": false, "heartbeats": 3, "heartbeat": {"interval": 1, "message": "hi"}}"#
+        let parsed = try RuntimeStatus.parse(Array(text.utf8))
+        struct Own: Decodable, Equatable {
+            var heartbeats: Int
+        }
+        #expect(try parsed.decode(Own.self) == Own(heartbeats: 3))
+        status.daemonMembers = parsed.daemonMembers
+        #expect(parsed == status)
+        #expect(parsed.daemonMembers.map(\.key) == ["heartbeats", "heartbeat"])
+        // A file from before formatVersion reads as version 1; a newer one is refused.
+        let old = try RuntimeStatus.parse(Array(text.replacing(#""formatVersion": 1, "#, with: "").utf8))
+        #expect(JSONWriter.write(try old.document()) == JSONWriter.write(try parsed.document()))
+        #expect {
+            try RuntimeStatus.parse(Array(text.replacing(#""formatVersion": 1"#, with: #""formatVersion": 2"#).utf8))
+        } throws: { "\($0)".contains("format version 2, this client reads version 1") }
+    }
+
+    @Test func aForgedStartTimeCannotOverflowTheUptime() {
+        for startedAt in [Int64.min, Int64.max, -1] {
+            let status = RuntimeStatus(
+                pid: 2,
+                processStartTime: nil,
+                state: "running",
+                generation: 1,
+                lastReload: nil,
+                startedAt: startedAt,
+                previousShutdownClean: true
+            )
+            _ = status.uptimeSeconds  // traps before the fix for Int64.min
+        }
+        #expect(
+            RuntimeStatus(
+                pid: 2,
+                processStartTime: nil,
+                state: "",
+                generation: 1,
+                lastReload: nil,
+                startedAt: .min,
+                previousShutdownClean: true
+            ).uptimeSeconds == .max
+        )
+    }
+}
+
+/// The README's "Your daemon's command line" example, compiled (never run: `main` exits).
+enum ReadmeCommandLineExample {
+    struct Worker: Listener {
+        let name = "worker"
+        let dependencies = ["configuration"]
+    }
+
+    static func main() {
+        let commandLine = DaemonCommandLine(
+            name: "mydaemon",
+            version: "1.0",
+            abstract: "Does my work.",
+            configuration: SampleConfiguration.self
+        )
+        EventLoopExecutor.run {
+            await commandLine.main { options in
+                let config = ConfigurationListener<SampleConfiguration>(source: options.configurationSource)
+                let state = PersistenceListener<SampleConfiguration>(
+                    path: options.stateFile,
+                    checkpointInterval: { _ in .seconds(30) }
+                )
+                return Daemon(
+                    identifier: options.name,
+                    version: options.version,
+                    listeners: [config, state, Worker()],
+                    logging: options.logging
+                )
+            }
+        }
+    }
+}
