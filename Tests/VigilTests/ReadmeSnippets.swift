@@ -1,0 +1,49 @@
+// The README's Swift snippets, verbatim, so that the test build compiles them
+// (ReadmeSnippetTests checks that every ```swift block of README.md appears here line for line;
+// `import` lines aside). Never run: each is wrapped in a function nobody calls. Names a snippet
+// leaves to the reader (`Config`, `MyConfiguration`) are defined around it.
+import Glibc
+import Vigil
+
+enum ReadmeSnippet1 {
+    struct Config: Listener { let name = "config" }
+
+    static func main() async {
+        struct Worker: Listener {
+            let name = "worker"
+            let dependencies = ["config"]          // starts after "config", stops before it
+
+            func start(context: ListenerContext) async throws { /* … */ }
+            func prepareReload(_ reload: ReloadTransaction, context: ListenerContext) async throws -> ReloadDecision {
+                .accept                            // or .reject(reason: "heartbeat.interval must be > 0")
+            }
+            func commitReload(_ reload: ReloadTransaction, context: ListenerContext) async throws { /* apply */ }
+            func terminate(reason: TerminationReason, context: ListenerContext) async throws { /* flush */ }
+        }
+
+        let logging = Daemon.bootstrapLogging(identifier: "mydaemon")
+        let daemon = Daemon(identifier: "mydaemon", version: "1.0", listeners: [Config(), Worker()], logging: logging)
+        exit(await daemon.run())
+    }
+}
+
+enum ReadmeSnippet2 {
+    typealias MyConfiguration = SampleConfiguration
+    struct Worker: Listener {
+        let name = "worker"
+        let dependencies = ["configuration"]
+    }
+
+    static func main() {
+        let commandLine = DaemonCommandLine(
+            name: "mydaemon", version: "1.0", abstract: "Does my work.", configuration: MyConfiguration.self)
+        EventLoopExecutor.run {
+            await commandLine.main { options in
+                let config = ConfigurationListener<MyConfiguration>(source: options.configurationSource)
+                let state = PersistenceListener<MyConfiguration>(path: options.stateFile, checkpointInterval: { _ in .seconds(30) })
+                return Daemon(identifier: options.name, version: options.version,
+                              listeners: [config, state, Worker()], logging: options.logging)
+            }
+        }
+    }
+}
