@@ -1,5 +1,5 @@
-// swift-format-ignore-file: the snippets stay exactly as the README shows them.
-
+// swift-format-ignore-file
+// (The snippets stay exactly as the README shows them.)
 // The README's Swift snippets, verbatim, so that the test build compiles them
 // (ReadmeSnippetTests checks that every ```swift block of README.md appears here line for line;
 // `import` lines aside). Never run: each is wrapped in a function nobody calls. Names a snippet
@@ -13,14 +13,14 @@ enum ReadmeSnippet1 {
     static func main() async {
         struct Worker: Listener {
             let name = "worker"
-            let dependencies = ["config"]  // starts after "config", stops before it
+            let dependencies = ["config"]          // starts after "config", stops before it
 
-            func start(context: ListenerContext) async throws { /* … */  }
+            func start(context: ListenerContext) async throws { /* … */ }
             func prepareReload(_ reload: ReloadTransaction, context: ListenerContext) async throws -> ReloadDecision {
-                .accept  // or .reject(reason: "heartbeat.interval must be > 0")
+                .accept                            // or .reject(reason: "heartbeat.interval must be > 0")
             }
-            func commitReload(_ reload: ReloadTransaction, context: ListenerContext) async throws { /* apply */  }
-            func terminate(reason: TerminationReason, context: ListenerContext) async throws { /* flush */  }
+            func commitReload(_ reload: ReloadTransaction, context: ListenerContext) async throws { /* apply */ }
+            func terminate(reason: TerminationReason, context: ListenerContext) async throws { /* flush */ }
         }
 
         let logging = Daemon.bootstrapLogging(identifier: "mydaemon")
@@ -38,24 +38,13 @@ enum ReadmeSnippet2 {
 
     static func main() {
         let commandLine = DaemonCommandLine(
-            name: "mydaemon",
-            version: "1.0",
-            abstract: "Does my work.",
-            configuration: MyConfiguration.self
-        )
+            name: "mydaemon", version: "1.0", abstract: "Does my work.", configuration: MyConfiguration.self)
         EventLoopExecutor.run {
             await commandLine.main { options in
                 let config = ConfigurationListener<MyConfiguration>(source: options.configurationSource)
-                let state = PersistenceListener<MyConfiguration>(
-                    path: options.stateFile,
-                    checkpointInterval: { _ in .seconds(30) }
-                )
-                return Daemon(
-                    identifier: options.name,
-                    version: options.version,
-                    listeners: [config, state, Worker()],
-                    logging: options.logging
-                )
+                let state = PersistenceListener<MyConfiguration>(path: options.stateFile, checkpointInterval: { _ in .seconds(30) })
+                return Daemon(identifier: options.name, version: options.version,
+                              listeners: [config, state, Worker()], logging: options.logging)
             }
         }
     }
