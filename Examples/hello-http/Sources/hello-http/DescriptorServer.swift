@@ -35,6 +35,9 @@ where Responder.Context: InitializableFromSource<ApplicationRequestContextSource
     /// Called once the server accepts connections on the socket.
     let onServerRunning: @Sendable () -> Void
 
+    /// How long connections accepted just before the stop have to send their request.
+    static var acceptGrace: TimeAmount { .milliseconds(500) }
+
     func run() async throws {
         let eventLoopGroup = MultiThreadedEventLoopGroup.singleton
         let logger = self.logger
@@ -79,10 +82,16 @@ where Responder.Context: InitializableFromSource<ApplicationRequestContextSource
                 }
             }
         } onGracefulShutdown: {
-            // Closes the listening socket (systemd keeps its own copy of a passed one, so new
-            // connections queue for the next process), then lets the open connections finish
-            // their requests; the task group above waits for them.
-            quiescing.initiateShutdown(promise: nil)
+            // Stop accepting at once: the listening socket is closed (systemd keeps its own copy of
+            // a passed one, so new connections queue there for the next process).
+            server.channel.close(promise: nil)
+            // Then quiesce: Hummingbird closes each connection once its request in flight is
+            // answered, and at once a connection that has sent nothing yet. A connection accepted
+            // in the last moment may not have had its request read, so that step waits a short
+            // grace (the accept grace) first; without it a request racing the stop is dropped.
+            server.channel.eventLoop.scheduleTask(in: Self.acceptGrace) {
+                quiescing.initiateShutdown(promise: nil)
+            }
         }
     }
 }

@@ -45,8 +45,9 @@ await commandLine.main { options in
         values[CurrentConfiguration<HelloConfiguration>.self]?.greeting
             ?? HelloConfiguration.defaultConfiguration.greeting
     }
-    router.get("/slow") { _, _ in
+    router.get("/slow") { _, context in
         // Something in flight for the drain at stop: it completes across `systemctl stop`.
+        context.logger.info("Slow request started: answering in 3 s")
         try await Task.sleep(for: .seconds(3))
         return "slow response done\n"
     }
