@@ -19,12 +19,18 @@ def get(path):
         connection.close()
 
 def one(path):
+    """The outcome of one request; a failure's reason goes to stderr."""
     try:
         status, _ = get(path)
-        return "answered" if status == 200 else "failed"
+        if status == 200:
+            return "answered"
+        print(f"HTTP status {status}", file=sys.stderr)
+        return "failed"
     except ConnectionRefusedError:
+        print("connection refused", file=sys.stderr)
         return "refused"
-    except (OSError, http.client.HTTPException):
+    except (OSError, http.client.HTTPException) as error:
+        print(f"failed: {error!r}", file=sys.stderr)
         return "failed"
 
 command = sys.argv[1]

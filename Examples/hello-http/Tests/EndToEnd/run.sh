@@ -123,13 +123,14 @@ sys.exit(1)'"
     nsenter -t $pid -a journalctl -u hello-http --no-pager -o cat | grep -qF 'Serving HTTP on 127.0.0.1:8080 (passed by systemd)'"
   local directory=/tmp/loop-$v loop
   in_sandbox mkdir -p "$directory"
-  in_sandbox python3 /tmp/client.py loop "$directory" / > "$work/loop.$v" &
+  in_sandbox python3 /tmp/client.py loop "$directory" / > "$work/loop.$v" 2> "$work/loop-errors.$v" &
   loop=$!
   wait_until 10 test -e "$root$directory/answering" && in_sandbox systemctl restart hello-http.service
   touch "$root$directory/restarted"
   wait "$loop"
   counts=$(cat "$work/loop.$v")
   check "$v: 0 requests refused across systemctl restart with the .socket unit (answered refused failed: $counts)" bash -c "
+    cat $work/loop-errors.$v
     read -r answered refused failed <<< '$counts'; [ \"\$refused\" = 0 ] && [ \"\$failed\" = 0 ] && [ \"\$answered\" -gt 5 ]"
   in_sandbox systemctl stop hello-http.socket hello-http.service
 
