@@ -66,6 +66,10 @@ suite() {
     out=\$(nsenter -t $pid -a systemd-analyze verify /etc/systemd/system/hello-http.service /etc/systemd/system/hello-http.socket 2>&1)
     echo \"\$out\"; [ -z \"\$out\" ]"
 
+  check "$v: systemd-analyze security: exposure 1.5 or less, as for vigild" bash -c "
+    nsenter -t $pid -a systemd-analyze security hello-http.service | tail -1 | tee /dev/stderr |
+    python3 -c 'import re,sys; v=float(re.search(r\"level for hello-http.service: ([0-9.]+)\", sys.stdin.read()).group(1)); sys.exit(0 if v <= 1.5 else 1)'"
+
   # --- readiness: READY=1 follows the bind, so nothing is refused once start returns ---
   local counts
   counts=$(in_sandbox bash -c 'systemctl start hello-http && python3 /tmp/client.py burst 50 /')
