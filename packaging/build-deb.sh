@@ -12,7 +12,8 @@ cd "$project"
 sh packaging/build-deps.sh --package
 version=$(sed -n 's/.*static let version = "\(.*\)"/\1/p' Sources/vigild/Vigild.swift)
 arch=$(dpkg --print-architecture)
-scratch=$project/.build-release
+# Its own scratch path: flags differ from the benchmarks' release build (Tests/Benchmarks/run.sh).
+scratch=$project/.build-static
 
 # A static executable: no dynamic loader runs before the executable's preinit array blocks the
 # daemon's signals (Sources/vigild/EarlySignals.swift), so a SIGHUP systemd sends the moment the
