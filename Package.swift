@@ -23,7 +23,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
     ],
     targets: [
-        // libsystemd, linked dynamically: Debian ships no libsystemd.a.
+        // libsystemd, linked dynamically (Debian ships no libsystemd.a): only the benchmarks use
+        // it, to compare against the raw C calls. No library product links it.
         .systemLibrary(
             name: "CVigilSystemd",
             pkgConfig: "libsystemd",
@@ -36,8 +37,7 @@ let package = Package(
         .target(
             name: "VigilSystemd",
             dependencies: [
-                "CVigilSystemd",
-                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Logging", package: "swift-log")
             ],
             swiftSettings: strict
         ),
@@ -158,7 +158,7 @@ let package = Package(
         // (not a product: `swift build` builds it next to the test bundle).
         .executableTarget(
             name: "vigil-socket-probe",
-            dependencies: ["VigilSystemd", "CVigilSystemd"],
+            dependencies: ["VigilSystemd"],
             path: "Tests/SocketActivationProbe",
             swiftSettings: strict
         ),

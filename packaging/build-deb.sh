@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds vigild_<version>_<arch>.deb with dpkg-deb: the release binary (Swift standard library
-# linked statically, stripped), the unit, the default configuration as a conffile in /etc/vigild/,
+# Builds vigild_<version>_<arch>.deb with dpkg-deb: the release binary (a static executable:
+# Swift standard library and libc linked in, no shared object at all; stripped), the unit, the default configuration as a conffile in /etc/vigild/,
 # docs, and maintainer scripts that follow Debian's conventions for services (what
 # dh_installsystemd generates). The package needs no Swift toolchain on the target.
 #
@@ -12,11 +12,19 @@ cd "$project"
 sh packaging/build-deps.sh --package
 version=$(sed -n 's/.*static let version = "\(.*\)"/\1/p' Sources/vigild/Vigild.swift)
 arch=$(dpkg --print-architecture)
-scratch=$project/.build-release
+# Its own scratch path: flags differ from the benchmarks' release build (Tests/Benchmarks/run.sh).
+scratch=$project/.build-static
 
-# Not -z now (lintian notes hardening-no-bindnow): binding every symbol before main would lengthen
-# start-up and the window before the early signal mask is set (Sources/vigild/EarlySignals.swift).
-swift build -c release --static-swift-stdlib --product vigild --scratch-path "$scratch"
+# A static executable: no dynamic loader runs before the executable's preinit array blocks the
+# daemon's signals (Sources/vigild/EarlySignals.swift), so a SIGHUP systemd sends the moment the
+# process exists is queued, never fatal (issue 10, item 17), and start-up maps no shared objects
+# (issue 12). Vigil links no libsystemd; getaddrinfo is only used with AI_NUMERICHOST (no NSS).
+swift build -c release --static-swift-stdlib -Xswiftc -static-executable --product vigild --scratch-path "$scratch"
+if readelf -d "$scratch/release/vigild" 2>/dev/null | grep -q '(NEEDED)'; then
+  echo "$scratch/release/vigild still needs shared libraries:" >&2
+  readelf -d "$scratch/release/vigild" | grep '(NEEDED)' >&2
+  exit 1
+fi
 stage=$(mktemp -d /tmp/vigild-deb.XXXXXX)
 trap 'rm -rf "$stage"' EXIT
 package=$stage/vigild_${version}_${arch}
@@ -61,13 +69,16 @@ for page in man/vigild.8 man/vigild.json.5; do
 done
 install -D -m 0644 systemd/vigil.catalog "$package/usr/lib/systemd/catalog/vigild.catalog"
 install -D -m 0644 packaging/vigild.bash-completion "$package/usr/share/bash-completion/completions/vigild"
+install -D -m 0644 packaging/lintian-overrides "$package/usr/share/lintian/overrides/vigild"
 
 # The shared libraries the binary links, as package dependencies with the minimum versions
-# their symbols need (dpkg-shlibdeps wants a debian/control to run from).
+# their symbols need (dpkg-shlibdeps wants a debian/control to run from). The static binary
+# links none (checked above), so there is no Depends: line, and no package is needed at run time.
 mkdir -p "$stage/shlibs/debian"
 printf 'Source: vigild\n\nPackage: vigild\nArchitecture: any\n' > "$stage/shlibs/debian/control"
 depends=$(cd "$stage/shlibs" && dpkg-shlibdeps -O -e "$package/usr/bin/vigild" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
-[ -n "$depends" ] || { echo "dpkg-shlibdeps found no dependencies" >&2; exit 1; }
+depends_line=${depends:+Depends: $depends
+}
 
 mkdir -p "$package/DEBIAN"
 cat > "$package/DEBIAN/control" <<TEXT
@@ -75,8 +86,7 @@ Package: vigild
 Version: $version
 Architecture: $arch
 Maintainer: $maintainer
-Depends: $depends
-Section: admin
+${depends_line}Section: admin
 Priority: optional
 Description: Vigil reference daemon for systemd
  A small heartbeat service built with the Vigil Swift toolkit: typed lifecycle

@@ -91,4 +91,53 @@ package final class DatagramSocket: Sendable {
         var text = text
         return text.withUTF8 { send(UnsafeRawBufferPointer($0), blocking: blocking) }
     }
+
+    /// Sends the UTF-8 of `text` as one datagram that carries a duplicate of `descriptor` to the
+    /// peer (`SCM_RIGHTS`), as `sd_pid_notify_with_fds(3)` does for `FDSTORE=1`. The corresponding
+    /// C function is `sendmsg(2)`; flags as in ``send(_:blocking:)``.
+    package func send(_ text: String, passing descriptor: Int32, blocking: Bool = false) -> Outcome {
+        let flags = Int32(MSG_NOSIGNAL) | (blocking ? 0 : Int32(MSG_DONTWAIT))
+        var address = self.address
+        var bytes = Array(text.utf8)
+        // struct cmsghdr { size_t cmsg_len; int cmsg_level; int cmsg_type; } then the data, both
+        // aligned to size_t (CMSG_LEN / CMSG_SPACE).
+        let alignment = MemoryLayout<Int>.size
+        let headerLength = (MemoryLayout<cmsghdr>.size + alignment - 1) & ~(alignment - 1)
+        let dataLength = MemoryLayout<Int32>.size
+        let space = headerLength + ((dataLength + alignment - 1) & ~(alignment - 1))
+        var control = [UInt8](repeating: 0, count: space)
+        control.withUnsafeMutableBytes { raw in
+            var header = cmsghdr()
+            header.cmsg_len = headerLength + dataLength
+            header.cmsg_level = SOL_SOCKET
+            header.cmsg_type = Int32(SCM_RIGHTS)
+            raw.storeBytes(of: header, as: cmsghdr.self)
+            raw.storeBytes(of: descriptor, toByteOffset: headerLength, as: Int32.self)
+        }
+        while true {
+            let result = bytes.withUnsafeMutableBytes { data in
+                control.withUnsafeMutableBytes { controlBytes in
+                    withUnsafeMutablePointer(to: &address.storage) { name in
+                        var vector = iovec(iov_base: data.baseAddress, iov_len: data.count)
+                        return withUnsafeMutablePointer(to: &vector) { vectorPointer in
+                            var message = msghdr()
+                            message.msg_name = UnsafeMutableRawPointer(name)
+                            message.msg_namelen = address.length
+                            message.msg_iov = vectorPointer
+                            message.msg_iovlen = 1
+                            message.msg_control = controlBytes.baseAddress
+                            message.msg_controllen = controlBytes.count
+                            return sendmsg(self.descriptor, &message, flags)
+                        }
+                    }
+                }
+            }
+            if result >= 0 { return .sent }
+            switch errno {
+            case EINTR: continue
+            case EAGAIN, EWOULDBLOCK, ENOBUFS: return .wouldBlock
+            case let code: return .failed(code)
+            }
+        }
+    }
 }

@@ -1,5 +1,3 @@
-import CVigilSystemd
-
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -12,7 +10,8 @@ extension ListeningSocket {
     /// through `LISTEN_FDS` under that name, where ``init(name:orBind:backlog:)`` adopts it. A
     /// daemon without a `.socket` unit thereby loses no connection across `systemctl restart`.
     ///
-    /// Sends `FDSTORE=1` and `FDNAME=<name>` with the descriptor (`sd_pid_notify_with_fds(3)`).
+    /// Sends `FDSTORE=1` and `FDNAME=<name>` with the descriptor (what `sd_pid_notify_with_fds(3)` does), through ``SystemdNotifier``: in order after
+    /// notifications that wait for systemd, and never blocking the caller.
     /// The unit needs `FileDescriptorStoreMax=` (at least the number of stored sockets; the
     /// default 0 makes systemd drop them with a warning in its own log) and must accept
     /// notifications from the main process (`Type=notify`, or `NotifyAccess=main`). systemd
@@ -37,15 +36,14 @@ extension ListeningSocket {
                 "cannot store fd \(fileDescriptor) under FDNAME='\(name.prefix(80))': a name is 1 to 255 printable ASCII characters without ':'"
             )
         }
-        var descriptor = fileDescriptor
-        let result = sd_pid_notify_with_fds(0, 0, "FDSTORE=1\nFDNAME=\(name)", &descriptor, 1)
-        guard result >= 0 else {
+        do {
+            return try SystemdNotifier().send("FDSTORE=1\nFDNAME=\(name)", passing: fileDescriptor)
+        } catch {
             throw ListeningSocketError(
                 .storeFailed,
-                "cannot hand fd \(fileDescriptor) '\(name)' to systemd's file-descriptor store (FDSTORE=1): check NOTIFY_SOCKET",
-                errno: -result
+                "cannot hand fd \(fileDescriptor) '\(name)' to systemd's file-descriptor store (FDSTORE=1): \(error.message)",
+                errno: error.errno
             )
         }
-        return result > 0
     }
 }

@@ -52,7 +52,7 @@ public struct ListeningSocketError: Error, Hashable, CustomStringConvertible {
         /// `socket`, `bind` or `listen` failed; ``ListeningSocketError/errno`` says why.
         public static let bindFailed = Self(.bindFailed)
         /// Handing the socket to systemd's file-descriptor store failed (an invalid name, or
-        /// `sd_pid_notify_with_fds` failed).
+        /// sending `FDSTORE=1` to `NOTIFY_SOCKET` failed).
         public static let storeFailed = Self(.storeFailed)
 
         public var description: String { "\(base)" }

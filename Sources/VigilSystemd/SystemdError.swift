@@ -1,6 +1,6 @@
-/// A libsystemd call failed.
+/// A call to the service manager (its notify socket) failed.
 public struct SystemdError: Error, Hashable, CustomStringConvertible {
-    /// The errno value libsystemd returned (negated back to positive).
+    /// The errno value of the failed call.
     public let errno: Int32
     /// What was being done, and what to check.
     public let message: String

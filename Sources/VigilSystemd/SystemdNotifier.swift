@@ -1,4 +1,3 @@
-import CVigilSystemd
 import Synchronization
 
 #if canImport(Glibc)
@@ -18,8 +17,11 @@ import Synchronization
 /// A `WATCHDOG=1` that would only wait behind others is skipped (a late ping proves nothing).
 ///
 /// `NOTIFY_SOCKET` is read on every send and never unset: a notification sent later (a reload,
-/// the stop) must still reach systemd. Paths and abstract names (`@…`) are sent directly; any
-/// other address kind (`vsock:`) goes through `sd_notify`.
+/// the stop) must still reach systemd. Paths and abstract names (`@…`) are supported, which is
+/// what systemd gives every service. Any other address kind (`vsock:CID:PORT`, which systemd 254
+/// and later read for a virtual machine reporting to its host, never for a unit) fails with
+/// `EAFNOSUPPORT` and a message that says so: Vigil needs no libsystemd at run time, and a
+/// vsock peer could take neither the sender's credentials nor the descriptors of `FDSTORE=1`.
 public struct SystemdNotifier: Sendable {
     /// Creates a notifier for the socket named by `NOTIFY_SOCKET`.
     public init() {}
@@ -36,14 +38,40 @@ public struct SystemdNotifier: Sendable {
     /// - Throws: ``SystemdError`` when the socket is set but the send fails (nobody listens at
     ///   the address, say). A full queue is not a failure: the datagram is sent later, in order.
     public func send(_ text: String) throws {
-        guard let pointer = getenv("NOTIFY_SOCKET") else { return }
+        _ = try send(text, passing: nil)
+    }
+
+    /// Sends `text` as one datagram with a duplicate of `descriptor` attached (`SCM_RIGHTS`), as
+    /// `sd_pid_notify_with_fds(3)` does for `FDSTORE=1`. The descriptor is duplicated first, so
+    /// the caller may close its own at once, also when the datagram waits behind others.
+    ///
+    /// - Returns: `false` when `NOTIFY_SOCKET` is unset (nothing sent).
+    /// - Throws: ``SystemdError`` as ``send(_:)`` does, and for a descriptor that cannot be
+    ///   duplicated (`EBADF`, `EMFILE`).
+    @discardableResult
+    package func send(_ text: String, passing descriptor: Int32?) throws(SystemdError) -> Bool {
+        guard let pointer = getenv("NOTIFY_SOCKET") else { return false }
         let address = String(cString: pointer)
         guard let connection = NotifyConnection.for(address) else {
-            let result = sd_notify(0, text)
-            if result < 0 { throw SystemdError(errno: -result, Self.failure(text)) }
-            return
+            throw SystemdError(
+                errno: EAFNOSUPPORT,
+                "Could not send '\(text.prefix(40))': NOTIFY_SOCKET='\(address.prefix(80))' is neither an "
+                    + "absolute path nor an @abstract name (vsock: and other kinds are not supported, and "
+                    + "systemd gives services an AF_UNIX socket), or it is longer than 107 bytes"
+            )
         }
-        if let code = connection.send(text) { throw SystemdError(errno: code, Self.failure(text)) }
+        var duplicate: Int32?
+        if let descriptor {
+            let copy = fcntl(descriptor, F_DUPFD_CLOEXEC, 3)
+            guard copy >= 0 else {
+                throw SystemdError(errno: errno, Self.failure(text) + " (cannot duplicate fd \(descriptor))")
+            }
+            duplicate = copy
+        }
+        if let code = connection.send(text, passing: duplicate) {
+            throw SystemdError(errno: code, Self.failure(text))
+        }
+        return true
     }
 
     private static func failure(_ text: String) -> String {
@@ -69,8 +97,14 @@ private final class NotifyConnection: Sendable {
         }
     }
 
+    /// A datagram that waits, with the duplicate descriptor it carries (closed once sent).
+    struct Pending {
+        var text: String
+        var descriptor: Int32?
+    }
+
     struct Queue {
-        var waiting: [String] = []
+        var waiting: [Pending] = []
         var senderRunning = false
     }
 
@@ -87,19 +121,21 @@ private final class NotifyConnection: Sendable {
 
     var backlog: Int { queue.withLock { $0.waiting.count } }
 
-    /// Sends `text` now, or queues it behind earlier ones; returns an errno on failure.
-    func send(_ text: String) -> Int32? {
+    /// Sends `text` (with `descriptor`, which this takes over and closes) now, or queues it
+    /// behind earlier ones; returns an errno on failure.
+    func send(_ text: String, passing descriptor: Int32? = nil) -> Int32? {
         let (failure, startSender): (Int32?, Bool) = queue.withLock { queue in
             if queue.waiting.isEmpty {
-                switch socket.send(text) {
+                switch Self.send(text, descriptor, on: socket, blocking: false) {
                 case .sent: return (nil, false)
                 case .failed(let code): return (code, false)
                 case .wouldBlock: break
                 }
-            } else if text == "WATCHDOG=1" || queue.waiting.count >= Self.maximumBacklog {
+            } else if (text == "WATCHDOG=1" && descriptor == nil) || queue.waiting.count >= Self.maximumBacklog {
+                if let descriptor { close(descriptor) }
                 return (nil, false)
             }
-            queue.waiting.append(text)
+            queue.waiting.append(Pending(text: text, descriptor: descriptor))
             let start = !queue.senderRunning
             queue.senderRunning = true
             return (nil, start)
@@ -112,15 +148,21 @@ private final class NotifyConnection: Sendable {
     /// good is reported on stderr (the journal may be the thing that is stuck).
     private func drain() {
         while true {
-            let next: String? = queue.withLock { queue in
+            let next: Pending? = queue.withLock { queue in
                 guard let first = queue.waiting.first else {
                     queue.senderRunning = false
                     return nil
                 }
                 return first
             }
-            guard let text = next else { return }
-            if case .failed(let code) = socket.send(text, blocking: true) {
+            guard let next else { return }
+            let text = next.text
+            switch Self.send(text, next.descriptor, on: socket, blocking: true) {
+            case .sent: break
+            case .wouldBlock:
+                // ENOBUFS even when blocking: the datagram is dropped, its descriptor with it.
+                if let descriptor = next.descriptor { close(descriptor) }
+            case .failed(let code):
                 StderrLogHandler.writeToStandardError(
                     "<3>Could not send '\(StderrLogHandler.escaped(String(text.prefix(40))))' to the service "
                         + "manager's NOTIFY_SOCKET (errno \(code)); it may consider the daemon hung\n"
@@ -128,6 +170,19 @@ private final class NotifyConnection: Sendable {
             }
             queue.withLock { _ = $0.waiting.removeFirst() }
         }
+    }
+
+    /// One send attempt; a descriptor is closed unless the datagram must wait and retry.
+    private static func send(
+        _ text: String,
+        _ descriptor: Int32?,
+        on socket: DatagramSocket,
+        blocking: Bool
+    ) -> DatagramSocket.Outcome {
+        guard let descriptor else { return socket.send(text, blocking: blocking) }
+        let outcome = socket.send(text, passing: descriptor, blocking: blocking)
+        if outcome != .wouldBlock { close(descriptor) }
+        return outcome
     }
 
     private func spawnSender() {

@@ -1,4 +1,8 @@
-import CVigilSystemd
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
 
 /// systemd's watchdog (`WatchdogSec=`): ping at half the interval, but only when healthy.
 ///
@@ -17,12 +21,39 @@ public struct Watchdog: Sendable {
 
     /// The watchdog systemd asked for, or `nil` when it is off or meant for another process.
     ///
-    /// Reads `WATCHDOG_USEC` and honours `WATCHDOG_PID`. The corresponding C function is
-    /// `sd_watchdog_enabled(0, &usec)`.
+    /// Reads `WATCHDOG_USEC` and honours `WATCHDOG_PID`, as `sd_watchdog_enabled(0, &usec)` does
+    /// (see ``init(environment:pid:)``); the variables stay set.
     public static func fromEnvironment() -> Watchdog? {
-        var usec: UInt64 = 0
-        guard sd_watchdog_enabled(0, &usec) > 0 else { return nil }
-        return Watchdog(microseconds: usec)
+        Watchdog(environment: { getenv($0).map { String(cString: $0) } }, pid: getpid())
+    }
+
+    /// The watchdog that `WATCHDOG_USEC` and `WATCHDOG_PID` ask of process `pid`, following
+    /// `sd_watchdog_enabled(3)`: `nil` when `WATCHDOG_USEC` is unset, not a decimal number of
+    /// microseconds, beyond 2^64 − 1, 0 or 2^64 − 1 (systemd's "infinity"), or when
+    /// `WATCHDOG_PID` is set and is not a valid pid or not `pid`. Only decimal digits are
+    /// accepted (what systemd writes); no value traps.
+    package init?(environment: (String) -> String?, pid: Int32) {
+        guard let text = environment("WATCHDOG_USEC"), let usec = Self.decimal(text), usec != 0, usec != .max
+        else { return nil }
+        if let owner = environment("WATCHDOG_PID") {
+            guard let value = Self.decimal(owner), value > 0, value <= UInt64(Int32.max), Int32(value) == pid
+            else { return nil }
+        }
+        self.init(microseconds: usec)
+    }
+
+    /// `text` as an unsigned decimal number: digits only, `nil` when it overflows `UInt64`.
+    private static func decimal(_ text: String) -> UInt64? {
+        guard !text.isEmpty else { return nil }
+        var value: UInt64 = 0
+        for byte in text.utf8 {
+            guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
+            let (times10, overflow1) = value.multipliedReportingOverflow(by: 10)
+            let (sum, overflow2) = times10.addingReportingOverflow(UInt64(byte - UInt8(ascii: "0")))
+            guard !overflow1, !overflow2 else { return nil }
+            value = sum
+        }
+        return value
     }
 
     /// The watchdog for a `WATCHDOG_USEC` value: `nil` for 0 (off); a value beyond `Int64`

@@ -8,8 +8,9 @@ import Synchronization
 #endif
 
 /// A real `AF_UNIX` datagram socket in a temporary directory that stands in for systemd's
-/// `NOTIFY_SOCKET`: it records each datagram's exact text and the sender's pid (from
-/// `SCM_CREDENTIALS`, as systemd checks it).
+/// `NOTIFY_SOCKET`: it records each datagram's exact text, the sender's pid (from
+/// `SCM_CREDENTIALS`, as systemd checks it) and the identity of each descriptor passed with it
+/// (`SCM_RIGHTS`, as `FDSTORE=1` sends them).
 ///
 /// Give ``path`` to a child process as `NOTIFY_SOCKET`, or set it in this process's environment
 /// (serialised tests only).
@@ -22,6 +23,28 @@ public final class FakeNotifySocket: Sendable {
         public var senderPID: Int32
         /// `CLOCK_MONOTONIC` at receipt, in µs.
         public var receivedAt: UInt64
+        /// The descriptors that came with it (`SCM_RIGHTS`), in order; the fake closes them.
+        public var passedDescriptors: [PassedDescriptor] = []
+
+        /// What a passed descriptor referred to: compare with `fstat` of the sender's.
+        public struct PassedDescriptor: Sendable, Hashable {
+            /// `st_dev`.
+            public var device: UInt64
+            /// `st_ino`.
+            public var inode: UInt64
+
+            public init(device: UInt64, inode: UInt64) {
+                self.device = device
+                self.inode = inode
+            }
+
+            /// What `descriptor` in this process refers to; `nil` when it is not open.
+            public init?(of descriptor: Int32) {
+                var info = stat()
+                guard fstat(descriptor, &info) == 0 else { return nil }
+                self.init(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
+            }
+        }
 
         /// The assignments, one per line.
         public var lines: [String] { text.split(separator: "\n").map(String.init) }
@@ -72,8 +95,8 @@ public final class FakeNotifySocket: Sendable {
         var buffer = [UInt8](repeating: 0, count: 65536)
         var control = [UInt8](repeating: 0, count: 256)
         while true {
-            let (received, sender) = buffer.withUnsafeMutableBytes { data in
-                control.withUnsafeMutableBytes { controlBytes -> (Int, Int32) in
+            let (received, sender, controlLength) = buffer.withUnsafeMutableBytes { data in
+                control.withUnsafeMutableBytes { controlBytes -> (Int, Int32, Int) in
                     var vector = iovec(iov_base: data.baseAddress, iov_len: data.count)
                     return withUnsafeMutablePointer(to: &vector) { vectorPointer in
                         var message = msghdr()
@@ -81,31 +104,83 @@ public final class FakeNotifySocket: Sendable {
                         message.msg_iovlen = 1
                         message.msg_control = controlBytes.baseAddress
                         message.msg_controllen = controlBytes.count
-                        let count = recvmsg(descriptor, &message, 0)
-                        return (count, count > 0 ? senderPID(&message) : 0)
+                        let count = recvmsg(descriptor, &message, Int32(MSG_CMSG_CLOEXEC))
+                        return (count, count > 0 ? senderPID(&message) : 0, count > 0 ? message.msg_controllen : 0)
                     }
                 }
             }
             if received < 0 && errno == EINTR { continue }
             guard received > 0 else { return }
+            let passed = control.withUnsafeBytes { passedDescriptors($0, length: controlLength) }
             let text = String(decoding: buffer[0..<received], as: UTF8.self)
             var now = timespec()
             clock_gettime(CLOCK_MONOTONIC, &now)
             let micros = UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000
-            datagrams.append(Datagram(text: text, senderPID: sender, receivedAt: micros))
+            datagrams.append(
+                Datagram(text: text, senderPID: sender, receivedAt: micros, passedDescriptors: passed)
+            )
         }
     }
 
     /// `SCM_CREDENTIALS` on Linux; Glibc's module hides it behind `_GNU_SOURCE`.
     private static let scmCredentials: Int32 = 2
 
+    /// `CMSG_ALIGN`: control messages and their data are aligned to `size_t`.
+    private static func aligned(_ length: Int) -> Int {
+        (length + MemoryLayout<Int>.size - 1) & ~(MemoryLayout<Int>.size - 1)
+    }
+
+    /// Each control message in `control` (its first `length` bytes): level, type and data.
+    private static func controlMessages(
+        _ control: UnsafeRawBufferPointer,
+        length: Int,
+        _ body: (Int32, Int32, UnsafeRawBufferPointer) -> Void
+    ) {
+        let headerLength = aligned(MemoryLayout<cmsghdr>.size)
+        var offset = 0
+        while offset + headerLength <= min(length, control.count) {
+            let header = control.loadUnaligned(fromByteOffset: offset, as: cmsghdr.self)
+            let total = Int(header.cmsg_len)
+            guard total >= headerLength, offset + total <= control.count else { return }
+            body(
+                header.cmsg_level,
+                header.cmsg_type,
+                UnsafeRawBufferPointer(rebasing: control[(offset + headerLength)..<(offset + total)])
+            )
+            offset += aligned(total)
+        }
+    }
+
     private static func senderPID(_ message: inout msghdr) -> Int32 {
-        guard message.msg_controllen >= MemoryLayout<cmsghdr>.size, let control = message.msg_control else { return 0 }
-        let header = control.load(as: cmsghdr.self)
-        guard header.cmsg_level == SOL_SOCKET, header.cmsg_type == scmCredentials else { return 0 }
-        let dataOffset = (MemoryLayout<cmsghdr>.size + MemoryLayout<Int>.size - 1) & ~(MemoryLayout<Int>.size - 1)
-        // struct ucred { pid_t pid; uid_t uid; gid_t gid; }: the pid comes first.
-        return control.load(fromByteOffset: dataOffset, as: Int32.self)
+        guard let control = message.msg_control else { return 0 }
+        var pid: Int32 = 0
+        controlMessages(UnsafeRawBufferPointer(start: control, count: 256), length: message.msg_controllen) {
+            level,
+            type,
+            data in
+            // struct ucred { pid_t pid; uid_t uid; gid_t gid; }: the pid comes first.
+            if level == SOL_SOCKET, type == scmCredentials, data.count >= 4 {
+                pid = data.loadUnaligned(as: Int32.self)
+            }
+        }
+        return pid
+    }
+
+    /// The identities of the descriptors passed with the last datagram; closes them.
+    private static func passedDescriptors(
+        _ control: UnsafeRawBufferPointer,
+        length: Int
+    ) -> [Datagram.PassedDescriptor] {
+        var passed: [Datagram.PassedDescriptor] = []
+        controlMessages(control, length: length) { level, type, data in
+            guard level == SOL_SOCKET, type == Int32(SCM_RIGHTS) else { return }
+            for index in 0..<(data.count / 4) {
+                let descriptor = data.loadUnaligned(fromByteOffset: index * 4, as: Int32.self)
+                if let identity = Datagram.PassedDescriptor(of: descriptor) { passed.append(identity) }
+                close(descriptor)
+            }
+        }
+        return passed
     }
 }
 

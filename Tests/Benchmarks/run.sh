@@ -20,9 +20,12 @@ work=$(mktemp -d /tmp/vigil-benchmarks.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
 echo "# building (release)" >&2
-swift build -c release --static-swift-stdlib --product vigild --scratch-path "$scratch" >&2
+# vigild as packaging/build-deb.sh builds it (a static executable, in the same scratch path);
+# the benchmark executable links libsystemd for the raw C comparisons, so it cannot be static.
+swift build -c release --static-swift-stdlib -Xswiftc -static-executable --product vigild \
+  --scratch-path "$project/.build-static" >&2
 swift build -c release --static-swift-stdlib --product vigil-benchmarks --scratch-path "$scratch" >&2
-install -m 0755 "$scratch/release/vigild" "$work/vigild"
+install -m 0755 "$project/.build-static/release/vigild" "$work/vigild"
 strip --strip-unneeded "$work/vigild"
 cc -O2 -Wall -Wextra -o "$work/vigil-floor" Tests/Benchmarks/floor/vigil-floor.c $(pkg-config --cflags --libs libsystemd)
 cat > "$work/benchmark.json" <<'JSON'

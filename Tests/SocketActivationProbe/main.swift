@@ -7,7 +7,6 @@
 // answers CONNECTIONS connections (default 1) with that line and exits 0. With --store it hands the socket to systemd's file-descriptor store under
 // NAME and then sends READY=1 (for a Type=notify unit with FileDescriptorStoreMax=).
 // A ListeningSocketError is printed as "error: CODE: MESSAGE" with exit status 1.
-import CVigilSystemd
 import VigilSystemd
 
 #if canImport(Glibc)
@@ -20,6 +19,10 @@ let arguments = CommandLine.arguments
 let name = arguments.count > 1 ? arguments[1] : "http"
 let connections = arguments.count > 2 ? max(0, Int(arguments[2]) ?? 1) : 1
 let storePort: UInt16? = arguments.count > 4 && arguments[3] == "--store" ? UInt16(arguments[4]) : nil
+
+/// `signalfd(2)`: Glibc's module does not import <sys/signalfd.h>.
+@_silgen_name("signalfd")
+func signalDescriptor(_ descriptor: Int32, _ mask: UnsafePointer<sigset_t>, _ flags: Int32) -> Int32
 
 /// Writes `text` to stdout unbuffered, so the test reads it even if the probe is killed.
 func say(_ text: String) {
@@ -59,7 +62,7 @@ let line =
     + " LISTEN_PID=\(variable("LISTEN_PID")) LISTEN_FDS=\(variable("LISTEN_FDS"))"
     + " LISTEN_FDNAMES=\(variable("LISTEN_FDNAMES")) NOTIFY_SOCKET=\(variable("NOTIFY_SOCKET")) again=\(again)\n"
 say(line)
-if storePort != nil { _ = sd_notify(0, "READY=1") }
+if storePort != nil { try? SystemdNotifier().send("READY=1") }
 
 // SIGTERM ends the loop between connections, never in the middle of an answer: a stop or
 // restart drops no accepted connection (what the file-descriptor store check counts).
@@ -67,7 +70,7 @@ var terminate = sigset_t()
 sigemptyset(&terminate)
 sigaddset(&terminate, SIGTERM)
 sigprocmask(SIG_BLOCK, &terminate, nil)
-let signals = signalfd(-1, &terminate, Int32(SFD_CLOEXEC))
+let signals = signalDescriptor(-1, &terminate, O_CLOEXEC)  // SFD_CLOEXEC is O_CLOEXEC
 var answered = 0
 while answered < connections {
     var watched = [

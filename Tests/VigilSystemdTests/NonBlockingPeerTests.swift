@@ -37,6 +37,36 @@ private final class StalledPeer {
         }
     }
 
+    /// The next datagram and the `st_dev`/`st_ino` of the one descriptor passed with it
+    /// (`SCM_RIGHTS`), if any; waits up to 10 seconds. Closes the received descriptor.
+    func receiveWithDescriptor() -> (text: String, passed: FakeNotifySocket.Datagram.PassedDescriptor?)? {
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var buffer = [UInt8](repeating: 0, count: 8192)
+        var control = [UInt8](repeating: 0, count: 64)
+        let (count, controlLength) = buffer.withUnsafeMutableBytes { data in
+            control.withUnsafeMutableBytes { controlBytes in
+                var vector = iovec(iov_base: data.baseAddress, iov_len: data.count)
+                return withUnsafeMutablePointer(to: &vector) { vectorPointer in
+                    var message = msghdr()
+                    message.msg_iov = vectorPointer
+                    message.msg_iovlen = 1
+                    message.msg_control = controlBytes.baseAddress
+                    message.msg_controllen = controlBytes.count
+                    let count = recvmsg(descriptor, &message, Int32(MSG_CMSG_CLOEXEC))
+                    return (count, message.msg_controllen)
+                }
+            }
+        }
+        guard count >= 0 else { return nil }
+        let text = String(decoding: buffer[0..<count], as: UTF8.self)
+        // One SCM_RIGHTS message with one descriptor: a 16-byte cmsghdr, then the int.
+        guard controlLength >= 20 else { return (text, nil) }
+        let received = control.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 16, as: Int32.self) }
+        defer { close(received) }
+        return (text, FakeNotifySocket.Datagram.PassedDescriptor(of: received))
+    }
+
     /// The next datagram, waiting up to `seconds`.
     func receive(seconds: Int = 10) -> [UInt8]? {
         var timeout = timeval(tv_sec: seconds, tv_usec: 0)
@@ -150,6 +180,31 @@ extension NotifierTests {
             received.append(String(decoding: datagram, as: UTF8.self))
         }
         #expect(received == (0..<100).map { "STATUS=\($0)" } + ["READY=1"])
+    }
+
+    /// `FDSTORE=1` behind a full queue waits in order with a duplicate of the descriptor, so
+    /// the caller neither blocks (`sd_pid_notify_with_fds` would, in a blocking `sendmsg`) nor
+    /// has to keep the socket open until systemd takes it.
+    @Test func aStoreBehindAStalledManagerNeverBlocksAndKeepsItsDescriptor() throws {
+        let peer = try StalledPeer()
+        setenv("NOTIFY_SOCKET", peer.path, 1)
+        defer { unsetenv("NOTIFY_SOCKET") }
+        let notifier = SystemdNotifier()
+        let clock = ContinuousClock()
+        let start = clock.now
+        for index in 0..<100 { try notifier.send("STATUS=\(index)") }
+        #expect(SystemdNotifier.backlog > 0, "the queue (max_dgram_qlen) filled up")
+        let socket = try ListeningSocket.bind(.tcp(host: "127.0.0.1", port: 0))
+        let stored = try #require(FakeNotifySocket.Datagram.PassedDescriptor(of: socket.fileDescriptor))
+        #expect(try socket.storeInServiceManager(name: "web"))
+        socket.close()  // the queued duplicate keeps the socket alive until it is sent
+        try notifier.send("READY=1")
+        #expect(clock.now - start < .seconds(5), "a stalled systemd never blocks the sender")
+        var received: [(text: String, passed: FakeNotifySocket.Datagram.PassedDescriptor?)] = []
+        while received.count < 102, let datagram = peer.receiveWithDescriptor() { received.append(datagram) }
+        #expect(received.map(\.text) == (0..<100).map { "STATUS=\($0)" } + ["FDSTORE=1\nFDNAME=web", "READY=1"])
+        #expect(received.count == 102 && received[100].passed == stored)
+        #expect(received.enumerated().allSatisfy { $0.offset == 100 || $0.element.passed == nil })
     }
 
     @Test func anAbstractSocketAddressIsHonoured() throws {
