@@ -15,14 +15,14 @@ arch=$(dpkg --print-architecture)
 # Its own scratch path: flags differ from the benchmarks' release build (Tests/Benchmarks/run.sh).
 scratch=$project/.build-static
 
-# A static-pie executable (lld links it; the GNU linkers here cannot): no dynamic loader runs
-# before the executable's preinit array blocks the daemon's signals
-# (Sources/vigild/EarlySignals.swift), so only the kernel's execve is left in which an early
-# signal is fatal (issue 10, item 17); start-up maps and relocates no shared objects (issue 12);
-# the executable keeps address-space randomisation. Vigil links no libsystemd; getaddrinfo is
-# only used with AI_NUMERICHOST (no NSS).
-swift build -c release --static-swift-stdlib -Xswiftc -static-executable -Xswiftc -use-ld=lld \
-    -Xswiftc -Xclang-linker -Xswiftc -static-pie --product vigild --scratch-path "$scratch"
+# A static executable: no dynamic loader runs before the executable's preinit array blocks the
+# daemon's signals (Sources/vigild/EarlySignals.swift), so only the kernel's execve is left in
+# which an early signal is fatal (issue 10, item 17); start-up maps and relocates no shared
+# objects (issue 12). Not static-pie: linked with lld it builds, but glibc's
+# _dl_relocate_static_pie asserts at start with the Swift runtime in it (the executable's image
+# is therefore not randomised; heap, stack and mmap still are). Vigil links no libsystemd;
+# getaddrinfo is only used with AI_NUMERICHOST (no NSS).
+swift build -c release --static-swift-stdlib -Xswiftc -static-executable --product vigild --scratch-path "$scratch"
 if readelf -d "$scratch/release/vigild" 2>/dev/null | grep -q '(NEEDED)'; then
   echo "$scratch/release/vigild still needs shared libraries:" >&2
   readelf -d "$scratch/release/vigild" | grep '(NEEDED)' >&2

@@ -22,8 +22,7 @@ trap 'rm -rf "$work"' EXIT
 echo "# building (release)" >&2
 # vigild as packaging/build-deb.sh builds it (a static executable, in the same scratch path);
 # the benchmark executable links libsystemd for the raw C comparisons, so it cannot be static.
-swift build -c release --static-swift-stdlib -Xswiftc -static-executable -Xswiftc -use-ld=lld \
-    -Xswiftc -Xclang-linker -Xswiftc -static-pie --product vigild \
+swift build -c release --static-swift-stdlib -Xswiftc -static-executable --product vigild \
   --scratch-path "$project/.build-static" >&2
 swift build -c release --static-swift-stdlib --product vigil-benchmarks --scratch-path "$scratch" >&2
 install -m 0755 "$project/.build-static/release/vigild" "$work/vigild"
