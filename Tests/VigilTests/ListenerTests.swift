@@ -134,9 +134,51 @@ struct PortListener: Listener {
         ) { _ in
             let store = try #require(listener.store)
             try store.set(Counter(count: 7), forKey: "worker")
-            // The periodic task's write is visible only as the store's state: poll it.
-            while store.hasUnsavedChanges { try await Task.sleep(for: .milliseconds(1)) }
+            // The periodic task's write is visible only as the store's state: poll it, bounded.
+            try await pollUntil("the periodic checkpoint of count 7") { !store.hasUnsavedChanges }
             #expect(readFile(path)?.contains("\"count\": 7") == true)
+            // Every write replaces the file (a new inode, by rename). Unchanged, the store is
+            // not rewritten: the file keeps its inode across many 5 ms periods. (A non-event
+            // has no event to await: this waits a fixed 40 periods, the one wait of the test.)
+            let written = try #require(FileIdentity(path))
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(FileIdentity(path) == written, "an unchanged store was rewritten")
+            // The task still runs: a change is written, as a new file.
+            try store.set(Counter(count: 8), forKey: "worker")
+            try await pollUntil("the periodic checkpoint of count 8") { !store.hasUnsavedChanges }
+            #expect(readFile(path)?.contains("\"count\": 8") == true)
+            #expect(FileIdentity(path) != written, "a changed store is written")
+        }
+    }
+
+    /// A file's inode and modification time, to tell a rewrite from an untouched file.
+    private struct FileIdentity: Equatable {
+        let inode: UInt64
+        let modified: Int64
+        let modifiedNanoseconds: Int64
+        init?(_ path: String) {
+            var info = stat()
+            guard stat(path, &info) == 0 else { return nil }
+            inode = UInt64(info.st_ino)
+            modified = Int64(info.st_mtim.tv_sec)
+            modifiedNanoseconds = Int64(info.st_mtim.tv_nsec)
+        }
+    }
+
+    private struct PollTimedOut: Error, CustomStringConvertible { let description: String }
+
+    /// Polls `condition` every millisecond; fails (throws) after `timeout` instead of hanging.
+    private func pollUntil(
+        _ what: String,
+        timeout: Duration = .seconds(30),
+        _ condition: () -> Bool
+    ) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while !condition() {
+            guard ContinuousClock.now < deadline else {
+                throw PollTimedOut(description: "Timed out after \(timeout) waiting for \(what)")
+            }
+            try await Task.sleep(for: .milliseconds(1))
         }
     }
 
