@@ -19,7 +19,6 @@ private func writeFile(_ path: String, _ text: String) { TextFile.write(path, te
         )
         let statePath = directory + "/state/state.json"
         var last = 0
-        var advanced = 0
         var generator = SystemRandomNumberGenerator()
         for round in 1...60 {
             let socket = try FakeNotifySocket()
@@ -33,7 +32,11 @@ private func writeFile(_ path: String, _ text: String) { TextFile.write(path, te
                 outputPath: directory + "/output.log"
             )
             try await socket.datagrams.wait("READY=1") { $0.contains { $0.lines.contains("READY=1") } }
-            // The random moment of the kill is the point of the test.
+            // Evidence before each kill: this run has checkpointed a count beyond the last
+            // round's (read from the file, which is replaced by rename and never half-written),
+            // so every round must advance, whatever the load.
+            let checkpointed = try await savedCount(statePath, above: last, round: round)
+            // The random moment of the kill (after that) is the point of the test.
             let kill = ContinuousClock.now + .microseconds(Int.random(in: 0...250_000, using: &generator))
             while ContinuousClock.now < kill {
                 daemon.send(SIGUSR1)
@@ -47,11 +50,44 @@ private func writeFile(_ path: String, _ text: String) { TextFile.write(path, te
                 "round \(round): the state file was corrupt: \(store.restored.problem ?? "")"
             )
             let count = try store.value(HeartbeatState.self, forKey: "heartbeat")?.count ?? 0
-            #expect(count >= last, "round \(round): the count went back from \(last) to \(count)")
-            if count > last { advanced += 1 }
+            #expect(count >= checkpointed, "round \(round): the count went back from \(checkpointed) to \(count)")
+            #expect(count > last, "round \(round): the count did not advance from \(last) (now \(count))")
             last = count
         }
-        #expect(advanced > 10, "checkpoints happened between kills (\(advanced) of 60 rounds advanced)")
+    }
+
+    /// The state file's shape as vigild writes it: `{"formatVersion": 1, "heartbeat": {"count": N}}`.
+    private struct SavedState: Decodable { var heartbeat: HeartbeatState? }
+
+    private struct NoCheckpoint: Error, CustomStringConvertible { let description: String }
+
+    /// Reads the state file of a running vigild (without opening a `StateStore`, which would
+    /// tidy the directory under the daemon) until its heartbeat count exceeds `previous`;
+    /// returns that count. Fails after `timeout` instead of hanging.
+    private func savedCount(
+        _ path: String,
+        above previous: Int,
+        round: Int,
+        timeout: Duration = .seconds(30)
+    ) async throws -> Int {
+        let deadline = ContinuousClock.now + timeout
+        var seen = "no file"
+        while ContinuousClock.now < deadline {
+            if let text = TextFile.read(path) {
+                seen = text
+                let saved = try JSONValueDecoder.decode(
+                    SavedState.self,
+                    from: try JSONParser.parse(Array(text.utf8)),
+                    rejectUnknownKeys: false
+                )
+                if let count = saved.heartbeat?.count, count > previous { return count }
+            }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        throw NoCheckpoint(
+            description: "round \(round): no checkpoint with a heartbeat count above \(previous) in \(path) "
+                + "after \(timeout); last seen: \(seen.prefix(200))"
+        )
     }
 
     @Test func aCleanStopSavesAndACrashIsReportedAtTheNextStart() async throws {
@@ -80,11 +116,22 @@ private func writeFile(_ path: String, _ text: String) { TextFile.write(path, te
                 ?? 0
         }
 
+        /// N from the last `STATUS=Running (generation G); N heartbeats` received.
+        func reportedCount(_ socket: FakeNotifySocket) async throws -> Int {
+            let datagrams = try await socket.datagrams.wait("a STATUS= with heartbeats") {
+                $0.contains { $0.text.contains("heartbeats") }
+            }
+            let report = try #require(datagrams.last { $0.text.contains("heartbeats") })
+            let words = report.text.split(separator: " ")
+            let count = try #require(words.dropLast().last.flatMap { Int($0) }, "no count in '\(report.text)'")
+            try #require(words.last == "heartbeats", "unexpected STATUS text '\(report.text)'")
+            return count
+        }
+
         let (first, socket) = try await start()
         // SIGUSR1 writes a checkpoint, then reports in STATUS=.
         first.send(SIGUSR1)
-        let report = try await socket.datagrams.wait { $0.contains { $0.text.contains("heartbeats") } }.last!
-        let reported = Int(report.text.split(separator: " ").dropLast().last!)!
+        let reported = try await reportedCount(socket)
         #expect(try savedCount() >= reported)
         first.send(SIGTERM)
         #expect(try await first.waitForExit() == 0)
@@ -93,8 +140,7 @@ private func writeFile(_ path: String, _ text: String) { TextFile.write(path, te
 
         let (second, secondSocket) = try await start()
         second.send(SIGUSR1)
-        let continued = try await secondSocket.datagrams.wait { $0.contains { $0.text.contains("heartbeats") } }.last!
-        #expect(Int(continued.text.split(separator: " ").dropLast().last!)! >= afterStop, "the count continues")
+        #expect(try await reportedCount(secondSocket) >= afterStop, "the count continues")
         second.send(SIGKILL)
         _ = try await second.waitForExit()
 
