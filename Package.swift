@@ -154,6 +154,14 @@ let package = Package(
             dependencies: ["vigild", "Vigil", "VigilTesting"],
             swiftSettings: strict
         ),
+        // The child of Tests/VigilSystemdTests/NotifierTests.swift: it notifies and reads the
+        // watchdog from its own environment, so the test runner never calls setenv.
+        .executableTarget(
+            name: "vigil-notify-probe",
+            dependencies: ["VigilSystemd"],
+            path: "Tests/NotifyProbe",
+            swiftSettings: strict
+        ),
         // The socket-activated child of Tests/VigilSystemdTests/SocketActivationProcessTests.swift
         // (not a product: `swift build` builds it next to the test bundle).
         .executableTarget(

@@ -15,8 +15,9 @@ public final class DaemonProcess: Sendable {
     public let pid: Int32
     private let exit = AsyncRecorder<Int32>()
 
-    /// Spawns `executable` with `arguments`, this process's environment plus `environment`,
-    /// and stdout/stderr sent to `outputPath` (or inherited).
+    /// Spawns `executable` with `arguments`, this process's environment plus `environment`
+    /// (or exactly `environment` when `inheritEnvironment` is `false`), and stdout/stderr sent
+    /// to `outputPath` (or inherited).
     ///
     /// - Parameter listenFileDescriptors: passed as systemd's socket activation passes them;
     ///   see ``spawn(executable:arguments:environment:inheritEnvironment:outputPath:listenFileDescriptors:)``.
@@ -24,6 +25,7 @@ public final class DaemonProcess: Sendable {
         executable: String,
         arguments: [String] = [],
         environment: [String: String] = [:],
+        inheritEnvironment: Bool = true,
         outputPath: String? = nil,
         listenFileDescriptors: [ListenedFileDescriptor] = []
     ) throws {
@@ -31,6 +33,7 @@ public final class DaemonProcess: Sendable {
             executable: executable,
             arguments: arguments,
             environment: environment,
+            inheritEnvironment: inheritEnvironment,
             outputPath: outputPath,
             listenFileDescriptors: listenFileDescriptors
         )

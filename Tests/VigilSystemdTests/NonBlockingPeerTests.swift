@@ -162,52 +162,65 @@ private func nativeFields(_ bytes: [UInt8]) -> [String: String] {
     }
 }
 
-/// In ``NotifierTests``, serialized with the other tests that set `NOTIFY_SOCKET`.
+/// In ``NotifierTests``: the notifier runs in a ``NotifyProbe`` child, whose `NOTIFY_SOCKET`
+/// names the stalled peer.
 extension NotifierTests {
-    @Test func aStalledManagerNeverBlocksAndGetsEveryNotificationInOrder() throws {
+    /// `"burst backlog=B ms=M"` as (B, M).
+    private static func burst(_ report: String) throws -> (backlog: Int, milliseconds: Int64) {
+        let fields = report.split(separator: " ")
+        try #require(fields.count == 3 && fields[0] == "burst", "unexpected report '\(report)'")
+        let backlog = try #require(Int(fields[1].dropFirst("backlog=".count)), "'\(report)'")
+        let milliseconds = try #require(Int64(fields[2].dropFirst("ms=".count)), "'\(report)'")
+        return (backlog, milliseconds)
+    }
+
+    @Test func aStalledManagerNeverBlocksAndGetsEveryNotificationInOrder() async throws {
         let peer = try StalledPeer()
-        setenv("NOTIFY_SOCKET", peer.path, 1)
-        defer { unsetenv("NOTIFY_SOCKET") }
-        let notifier = SystemdNotifier()
-        let clock = ContinuousClock()
-        let start = clock.now
-        for index in 0..<100 { try notifier.send("STATUS=\(index)") }
-        try notifier.send("READY=1")
-        #expect(clock.now - start < .seconds(5), "a stalled systemd never blocks the sender")
-        #expect(SystemdNotifier.backlog > 0, "the queue (max_dgram_qlen) filled up")
+        let probe = try NotifyProbe(["burst=100", "send=READY=1", "drain"], environment: ["NOTIFY_SOCKET": peer.path])
+        let reports = try await probe.reports(2)
+        let burst = try Self.burst(reports[0])
+        #expect(burst.milliseconds < 5_000, "a stalled systemd never blocks the sender")
+        #expect(burst.backlog > 0, "the queue (max_dgram_qlen) filled up")
+        #expect(reports[1] == "sent")
         var received: [String] = []
         while received.count < 101, let datagram = peer.receive() {
             received.append(String(decoding: datagram, as: UTF8.self))
         }
         #expect(received == (0..<100).map { "STATUS=\($0)" } + ["READY=1"])
+        #expect(try await probe.reports(3).last == "drained")
+        #expect(try await probe.process.waitForExit() == 0)
     }
 
     /// `FDSTORE=1` behind a full queue waits in order with a duplicate of the descriptor, so
     /// the caller neither blocks (`sd_pid_notify_with_fds` would, in a blocking `sendmsg`) nor
     /// has to keep the socket open until systemd takes it.
-    @Test func aStoreBehindAStalledManagerNeverBlocksAndKeepsItsDescriptor() throws {
+    @Test func aStoreBehindAStalledManagerNeverBlocksAndKeepsItsDescriptor() async throws {
         let peer = try StalledPeer()
-        setenv("NOTIFY_SOCKET", peer.path, 1)
-        defer { unsetenv("NOTIFY_SOCKET") }
-        let notifier = SystemdNotifier()
-        let clock = ContinuousClock()
-        let start = clock.now
-        for index in 0..<100 { try notifier.send("STATUS=\(index)") }
-        #expect(SystemdNotifier.backlog > 0, "the queue (max_dgram_qlen) filled up")
         let socket = try ListeningSocket.bind(.tcp(host: "127.0.0.1", port: 0))
         let stored = try #require(FakeNotifySocket.Datagram.PassedDescriptor(of: socket.fileDescriptor))
-        #expect(try socket.storeInServiceManager(name: "web"))
-        socket.close()  // the queued duplicate keeps the socket alive until it is sent
-        try notifier.send("READY=1")
-        #expect(clock.now - start < .seconds(5), "a stalled systemd never blocks the sender")
+        let probe = try NotifyProbe(
+            ["burst=100", "store=web", "send=READY=1", "drain"],
+            environment: ["NOTIFY_SOCKET": peer.path],
+            listenFileDescriptors: [ListenedFileDescriptor(fileDescriptor: socket.fileDescriptor, name: "web")]
+        )
+        // The probe closes its socket after the store: from here only the queued duplicate
+        // keeps the socket alive until it is sent.
+        socket.close()
+        let reports = try await probe.reports(3)
+        let burst = try Self.burst(reports[0])
+        #expect(burst.milliseconds < 5_000, "a stalled systemd never blocks the sender")
+        #expect(burst.backlog > 0, "the queue (max_dgram_qlen) filled up")
+        #expect(Array(reports[1...]) == ["stored=true open=true", "sent"])
         var received: [(text: String, passed: FakeNotifySocket.Datagram.PassedDescriptor?)] = []
         while received.count < 102, let datagram = peer.receiveWithDescriptor() { received.append(datagram) }
         #expect(received.map(\.text) == (0..<100).map { "STATUS=\($0)" } + ["FDSTORE=1\nFDNAME=web", "READY=1"])
         #expect(received.count == 102 && received[100].passed == stored)
         #expect(received.enumerated().allSatisfy { $0.offset == 100 || $0.element.passed == nil })
+        #expect(try await probe.reports(4).last == "drained")
+        #expect(try await probe.process.waitForExit() == 0)
     }
 
-    @Test func anAbstractSocketAddressIsHonoured() throws {
+    @Test func anAbstractSocketAddressIsHonoured() async throws {
         let name = "vigil-test-notify-\(getpid())"
         let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         defer { close(descriptor) }
@@ -221,13 +234,14 @@ extension NotifierTests {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) }
         }
         try #require(bound == 0)
-        setenv("NOTIFY_SOCKET", "@" + name, 1)
-        defer { unsetenv("NOTIFY_SOCKET") }
-        try SystemdNotifier().send("READY=1")
+        let reports = try await NotifyProbe.run(
+            ["send=READY=1", "env=NOTIFY_SOCKET"],
+            environment: ["NOTIFY_SOCKET": "@" + name]
+        )
+        #expect(reports == ["sent", "NOTIFY_SOCKET=@" + name], "sent, and never unset")
         var buffer = [UInt8](repeating: 0, count: 64)
         let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
         #expect(count == 7 && String(decoding: buffer[0..<7], as: UTF8.self) == "READY=1")
-        #expect(getenv("NOTIFY_SOCKET").map { String(cString: $0) } == "@" + name, "never unset")
     }
 }
 

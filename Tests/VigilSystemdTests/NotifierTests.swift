@@ -3,116 +3,184 @@ import Testing
 import VigilSystemd
 import VigilTesting
 
-/// `sd_notify` through a real datagram socket standing in for systemd's. Serialized: it sets
-/// `NOTIFY_SOCKET` in this process's environment.
-@Suite(.serialized) struct NotifierTests {
-    @Test func sendsTheExactBytesFromThisProcess() async throws {
-        let socket = try FakeNotifySocket()
-        setenv("NOTIFY_SOCKET", socket.path, 1)
-        defer { unsetenv("NOTIFY_SOCKET") }
-        let notifier = SystemdNotifier()
-        #expect(notifier.isEnabled)
-        try notifier.send("READY=1\nSTATUS=Running")
-        try notifier.send("RELOADING=1\nMONOTONIC_USEC=123")
-        try notifier.send("EXTEND_TIMEOUT_USEC=5000000")
-        try notifier.send("WATCHDOG=trigger")
-        let datagrams = try await socket.datagrams.wait { $0.count == 4 }
-        #expect(
-            datagrams.map(\.text) == [
-                "READY=1\nSTATUS=Running", "RELOADING=1\nMONOTONIC_USEC=123", "EXTEND_TIMEOUT_USEC=5000000",
-                "WATCHDOG=trigger",
-            ]
+/// `vigil-notify-probe` run with `actions` in exactly `environment` (nothing inherited from the
+/// test runner): `SystemdNotifier` and `Watchdog.fromEnvironment` read the real environment, so
+/// the variables are set for a child, never with setenv in this process (where other suites
+/// spawn children from `environ` at the same time).
+struct NotifyProbe {
+    static var path: String { Probe.path(of: "vigil-notify-probe") }
+
+    /// The probe's reports, one datagram per action.
+    let reports: FakeNotifySocket
+    let process: DaemonProcess
+
+    init(
+        _ actions: [String],
+        environment: [String: String] = [:],
+        listenFileDescriptors: [ListenedFileDescriptor] = [],
+        executable: String? = nil,
+        arguments: [String] = []
+    ) throws {
+        reports = try FakeNotifySocket()
+        process = try DaemonProcess(
+            executable: executable ?? Self.path,
+            arguments: arguments + actions,
+            environment: environment.merging(["VIGIL_PROBE_REPORT": reports.path]) { $1 },
+            inheritEnvironment: false,
+            listenFileDescriptors: listenFileDescriptors
         )
-        #expect(datagrams.allSatisfy { $0.senderPID == getpid() })
+    }
+
+    /// The first `count` reports, once they arrived.
+    func reports(_ count: Int) async throws -> [String] {
+        try await reports.datagrams.wait("\(count) report(s) from the probe") { $0.count >= count }
+            .prefix(count).map(\.text)
+    }
+
+    /// Runs the probe to its end: every action's report, after it exited 0.
+    static func run(_ actions: [String], environment: [String: String] = [:]) async throws -> [String] {
+        let probe = try NotifyProbe(actions, environment: environment)
+        let reports = try await probe.reports(actions.count)
+        #expect(try await probe.process.waitForExit() == 0)
+        return reports
+    }
+
+    /// `watchdog` in a probe whose `WATCHDOG_PID` is set by a shell to its own pid (`$$`, kept
+    /// across `exec`), or to another pid.
+    static func watchdog(usec: String, pid ownPid: Bool) async throws -> String {
+        let pid = ownPid ? "$$" : "$(($$ + 1))"
+        let probe = try NotifyProbe(
+            ["watchdog"],
+            environment: ["WATCHDOG_USEC": usec],
+            executable: "/bin/sh",
+            arguments: ["-c", "export WATCHDOG_PID=\(pid); exec \"$0\" \"$@\"", Self.path]
+        )
+        let reports = try await probe.reports(1)
+        #expect(try await probe.process.waitForExit() == 0)
+        return reports[0]
+    }
+}
+
+/// `sd_notify` through a real datagram socket standing in for systemd's, from a child process
+/// (``NotifyProbe``) that has `NOTIFY_SOCKET` in its environment.
+@Suite struct NotifierTests {
+    @Test func sendsTheExactBytesFromTheSendingProcess() async throws {
+        let socket = try FakeNotifySocket()
+        let texts = [
+            "READY=1\nSTATUS=Running", "RELOADING=1\nMONOTONIC_USEC=123", "EXTEND_TIMEOUT_USEC=5000000",
+            "WATCHDOG=trigger",
+        ]
+        let probe = try NotifyProbe(
+            ["enabled"] + texts.map { "send=" + $0 } + ["env=NOTIFY_SOCKET"],
+            environment: ["NOTIFY_SOCKET": socket.path]
+        )
         // sd_notify(0, …) leaves NOTIFY_SOCKET in place for later notifications.
-        #expect(getenv("NOTIFY_SOCKET").map { String(cString: $0) } == socket.path)
+        #expect(
+            try await probe.reports(6)
+                == ["enabled=true", "sent", "sent", "sent", "sent", "NOTIFY_SOCKET=\(socket.path)"]
+        )
+        #expect(try await probe.process.waitForExit() == 0)
+        let datagrams = try await socket.datagrams.wait { $0.count == 4 }
+        #expect(datagrams.map(\.text) == texts)
+        #expect(datagrams.allSatisfy { $0.senderPID == probe.process.pid })
     }
 
-    @Test func withoutNotifySocketItIsANoOp() throws {
-        unsetenv("NOTIFY_SOCKET")
-        let notifier = SystemdNotifier()
-        #expect(!notifier.isEnabled)
-        try notifier.send("READY=1")
+    @Test func withoutNotifySocketItIsANoOp() async throws {
+        #expect(try await NotifyProbe.run(["enabled", "send=READY=1"]) == ["enabled=false", "sent"])
     }
 
-    @Test func aFailedSendIsReported() throws {
-        setenv("NOTIFY_SOCKET", "/nonexistent/vigil/notify.sock", 1)
-        defer { unsetenv("NOTIFY_SOCKET") }
-        let error = #expect(throws: SystemdError.self) { try SystemdNotifier().send("READY=1") }
-        #expect(error?.errno == ENOENT)
-        #expect(error?.description.contains("NOTIFY_SOCKET") == true)
+    @Test func aFailedSendIsReported() async throws {
+        let reports = try await NotifyProbe.run(
+            ["send=READY=1"],
+            environment: ["NOTIFY_SOCKET": "/nonexistent/vigil/notify.sock"]
+        )
+        #expect(reports[0].hasPrefix("error errno=\(ENOENT): "), "\(reports)")
+        #expect(reports[0].contains("NOTIFY_SOCKET"), "\(reports)")
     }
 
-    @Test func watchdogFromTheEnvironmentHonoursWatchdogPID() {
-        setenv("WATCHDOG_USEC", "30000000", 1)
-        defer {
-            unsetenv("WATCHDOG_USEC")
-            unsetenv("WATCHDOG_PID")
-        }
-        #expect(Watchdog.fromEnvironment()?.interval == .seconds(30))
-        #expect(Watchdog.fromEnvironment()?.pingInterval == .seconds(15))
-        setenv("WATCHDOG_PID", "\(getpid() + 1)", 1)
-        #expect(Watchdog.fromEnvironment() == nil, "meant for another process")
-        setenv("WATCHDOG_PID", "\(getpid())", 1)
-        #expect(Watchdog.fromEnvironment() != nil)
-        unsetenv("WATCHDOG_USEC")
-        #expect(Watchdog.fromEnvironment() == nil)
+    /// `fromEnvironment` reads this process's variables and pid; the parsing itself is
+    /// ``WatchdogEnvironmentTests``'.
+    @Test func watchdogFromTheEnvironmentHonoursWatchdogPID() async throws {
+        let thirty = "watchdog interval=\(Duration.seconds(30)) ping=\(Duration.seconds(15))"
+        #expect(try await NotifyProbe.run(["watchdog"], environment: ["WATCHDOG_USEC": "30000000"]) == [thirty])
+        #expect(try await NotifyProbe.watchdog(usec: "30000000", pid: true) == thirty)
+        #expect(
+            try await NotifyProbe.watchdog(usec: "30000000", pid: false) == "watchdog=none",
+            "meant for another process"
+        )
+        #expect(try await NotifyProbe.run(["watchdog"]) == ["watchdog=none"])
     }
 
     /// `FDSTORE=1` goes as one datagram that carries the socket itself (`SCM_RIGHTS`), as
     /// `sd_pid_notify_with_fds` sends it: the fake receives a descriptor for the same socket.
     @Test func storingASocketPassesTheDescriptor() async throws {
         let fake = try FakeNotifySocket()
-        setenv("NOTIFY_SOCKET", fake.path, 1)
-        defer { unsetenv("NOTIFY_SOCKET") }
         let socket = try ListeningSocket.bind(.tcp(host: "127.0.0.1", port: 0))
         defer { socket.close() }
-        #expect(try socket.storeInServiceManager(name: "web"))
-        try SystemdNotifier().send("READY=1")
-        let datagrams = try await fake.datagrams.wait { $0.count == 2 }
         let sent = try #require(FakeNotifySocket.Datagram.PassedDescriptor(of: socket.fileDescriptor))
+        // The probe adopts this socket (socket activation) and stores it.
+        let probe = try NotifyProbe(
+            ["store=web", "send=READY=1"],
+            environment: ["NOTIFY_SOCKET": fake.path],
+            listenFileDescriptors: [ListenedFileDescriptor(fileDescriptor: socket.fileDescriptor, name: "web")]
+        )
+        // The socket stays open and usable in the probe after the store.
+        #expect(try await probe.reports(2) == ["stored=true open=true", "sent"])
+        #expect(try await probe.process.waitForExit() == 0)
+        let datagrams = try await fake.datagrams.wait { $0.count == 2 }
         #expect(datagrams[0].text == "FDSTORE=1\nFDNAME=web")
         #expect(datagrams[0].passedDescriptors == [sent])
-        #expect(datagrams[0].senderPID == getpid())
+        #expect(datagrams[0].senderPID == probe.process.pid)
         #expect(datagrams[1].text == "READY=1" && datagrams[1].passedDescriptors.isEmpty)
-        // The socket stays open and usable in this process.
-        #expect(fcntl(socket.fileDescriptor, F_GETFD) >= 0)
     }
 
-    @Test func storingWithoutNotifySocketStoresNothing() throws {
-        unsetenv("NOTIFY_SOCKET")
+    @Test func storingWithoutNotifySocketStoresNothing() async throws {
         let socket = try ListeningSocket.bind(.tcp(host: "127.0.0.1", port: 0))
         defer { socket.close() }
-        #expect(try socket.storeInServiceManager(name: "web") == false)
+        let probe = try NotifyProbe(
+            ["store=web"],
+            listenFileDescriptors: [ListenedFileDescriptor(fileDescriptor: socket.fileDescriptor, name: "web")]
+        )
+        #expect(try await probe.reports(1) == ["stored=false open=true"])
+        #expect(try await probe.process.waitForExit() == 0)
     }
 
-    @Test func aFailedStoreSaysWhy() throws {
-        setenv("NOTIFY_SOCKET", "/nonexistent/vigil/notify.sock", 1)
-        defer { unsetenv("NOTIFY_SOCKET") }
+    @Test func aFailedStoreSaysWhy() async throws {
         let socket = try ListeningSocket.bind(.tcp(host: "127.0.0.1", port: 0))
         defer { socket.close() }
-        let error = #expect(throws: ListeningSocketError.self) { try socket.storeInServiceManager(name: "web") }
-        #expect(error?.code == .storeFailed)
-        #expect(error?.errno == ENOENT)
+        let probe = try NotifyProbe(
+            ["store=web"],
+            environment: ["NOTIFY_SOCKET": "/nonexistent/vigil/notify.sock"],
+            listenFileDescriptors: [ListenedFileDescriptor(fileDescriptor: socket.fileDescriptor, name: "web")]
+        )
+        let reports = try await probe.reports(1)
+        #expect(try await probe.process.waitForExit() == 0)
+        #expect(
+            reports[0].hasPrefix("error code=\(ListeningSocketError.Code.storeFailed) errno=\(ENOENT): "),
+            "\(reports)"
+        )
     }
 
     /// `vsock:` (systemd 254 and later, for a virtual machine reporting to its host) is refused
     /// with a reason instead of going through libsystemd.
-    @Test func aVsockNotifySocketIsRefusedWithAReason() throws {
-        setenv("NOTIFY_SOCKET", "vsock:2:1234", 1)
-        defer { unsetenv("NOTIFY_SOCKET") }
-        let error = #expect(throws: SystemdError.self) { try SystemdNotifier().send("READY=1") }
-        #expect(error?.errno == EAFNOSUPPORT)
-        #expect(error?.description.contains("vsock:2:1234") == true)
-        #expect(error?.description.contains("not supported") == true)
+    @Test func aVsockNotifySocketIsRefusedWithAReason() async throws {
+        let reports = try await NotifyProbe.run(["send=READY=1"], environment: ["NOTIFY_SOCKET": "vsock:2:1234"])
+        #expect(reports[0].hasPrefix("error errno=\(EAFNOSUPPORT): "), "\(reports)")
+        #expect(reports[0].contains("vsock:2:1234"), "\(reports)")
+        #expect(reports[0].contains("not supported"), "\(reports)")
     }
 
     /// libsystemd accepts up to 2^64 − 2 µs; beyond `Int64` the interval saturates, no trap.
-    @Test func aHugeWatchdogIntervalSaturates() {
-        setenv("WATCHDOG_USEC", "18446744073709551614", 1)
-        defer { unsetenv("WATCHDOG_USEC") }
-        #expect(Watchdog.fromEnvironment()?.interval == .microseconds(Int64.max))
+    @Test func aHugeWatchdogIntervalSaturates() async throws {
+        let huge = Watchdog(environment: { $0 == "WATCHDOG_USEC" ? "18446744073709551614" : nil }, pid: getpid())
+        #expect(huge?.interval == .microseconds(Int64.max))
         #expect(Watchdog(microseconds: 0) == nil)
+        #expect(
+            try await NotifyProbe.run(["watchdog"], environment: ["WATCHDOG_USEC": "18446744073709551614"])
+                == [
+                    "watchdog interval=\(Duration.microseconds(Int64.max)) ping=\(Duration.microseconds(Int64.max) / 2)"
+                ]
+        )
     }
 }
 

@@ -90,18 +90,20 @@ import VigilTesting
     }
 }
 
-/// The `vigil-socket-probe` built next to this test bundle (`swift build` builds every target).
+/// The probes built next to this test bundle (`swift build` builds every target).
 enum Probe {
-    static var path: String {
+    /// `vigil-socket-probe`.
+    static var path: String { path(of: "vigil-socket-probe") }
+
+    static func path(of name: String) -> String {
         var buffer = [CChar](repeating: 0, count: 4096)
         let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
         precondition(length > 0, "cannot read /proc/self/exe")
         var directory = String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
         while !directory.hasSuffix("/") { directory.removeLast() }
-        for candidate in [directory + "vigil-socket-probe", directory + "../vigil-socket-probe"]
-        where access(candidate, X_OK) == 0 {
+        for candidate in [directory + name, directory + "../" + name] where access(candidate, X_OK) == 0 {
             return candidate
         }
-        preconditionFailure("vigil-socket-probe not found next to \(directory); build it with `swift build`")
+        preconditionFailure("\(name) not found next to \(directory); build it with `swift build`")
     }
 }

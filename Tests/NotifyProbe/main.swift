@@ -1,0 +1,112 @@
+// vigil-notify-probe: the child of NotifierTests. `SystemdNotifier` and `Watchdog.fromEnvironment`
+// read this process's real environment (NOTIFY_SOCKET, WATCHDOG_*), so the tests set it for a
+// child instead of calling setenv in the test runner, where other suites spawn processes from
+// `environ` at the same time.
+//
+// Usage: vigil-notify-probe ACTION…, each ACTION one of
+//   enabled          reports "enabled=true|false" (`SystemdNotifier().isEnabled`)
+//   send=TEXT        sends TEXT; reports "sent", or "error errno=N: DESCRIPTION"
+//   store=NAME       adopts the socket passed under NAME (socket activation), stores it in the
+//                    service manager, closes it; reports "stored=true|false open=true|false"
+//                    (open: still usable after the store), or "error code=C errno=N: DESCRIPTION"
+//   burst=N          sends STATUS=0 … STATUS=N-1; reports "burst backlog=B ms=M" (the
+//                    notifier's queue afterwards, and how long the sends took)
+//   drain            waits (at most 30 s) until the queue is empty; reports "drained" or
+//                    "backlog=B after 30 s"
+//   watchdog         reports "watchdog=none" or "watchdog interval=D ping=D" (`fromEnvironment`)
+//   env=NAME         reports "NAME=VALUE" or "NAME unset"
+// Each report is one datagram to the Unix socket named by VIGIL_PROBE_REPORT (a FakeNotifySocket
+// of the test), else one line on stdout. Exit status 0, or 2 for an unknown action.
+import VigilSystemd
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// Sends `text` as one datagram to VIGIL_PROBE_REPORT, or writes it as a line to stdout.
+func report(_ text: String) {
+    guard let pointer = getenv("VIGIL_PROBE_REPORT") else {
+        _ = (text + "\n").utf8CString.withUnsafeBufferPointer { write(1, $0.baseAddress, $0.count - 1) }
+        return
+    }
+    let path = Array(String(cString: pointer).utf8)
+    let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    guard descriptor >= 0 else { exit(3) }
+    defer { close(descriptor) }
+    var address = sockaddr_un()
+    address.sun_family = sa_family_t(AF_UNIX)
+    let fits = withUnsafeMutableBytes(of: &address.sun_path) { raw -> Bool in
+        guard path.count < raw.count else { return false }
+        for (index, byte) in path.enumerated() { raw[index] = byte }
+        return true
+    }
+    guard fits else { exit(3) }
+    let bytes = Array(text.utf8)
+    let sent = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { target in
+            bytes.withUnsafeBytes {
+                sendto(descriptor, $0.baseAddress, $0.count, 0, target, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+    }
+    if sent != bytes.count { exit(3) }
+}
+
+let clock = ContinuousClock()
+for action in CommandLine.arguments.dropFirst() {
+    let (verb, argument): (Substring, String) =
+        if let equals = action.firstIndex(of: "=") {
+            (action[..<equals], String(action[action.index(after: equals)...]))
+        } else {
+            (action[...], "")
+        }
+    switch verb {
+    case "enabled":
+        report("enabled=\(SystemdNotifier().isEnabled)")
+    case "send":
+        do {
+            try SystemdNotifier().send(argument)
+            report("sent")
+        } catch let error as SystemdError {
+            report("error errno=\(error.errno): \(error)")
+        } catch {
+            report("error: \(error)")
+        }
+    case "store":
+        do throws(ListeningSocketError) {
+            let socket = try ListeningSocket(name: argument, orBind: .tcp(host: "127.0.0.1", port: 0))
+            let stored = try socket.storeInServiceManager(name: argument)
+            let open = fcntl(socket.fileDescriptor, F_GETFD) >= 0
+            socket.close()  // a queued duplicate keeps the socket alive until it is sent
+            report("stored=\(stored) open=\(open)")
+        } catch {
+            report("error code=\(error.code) errno=\(error.errno.map { "\($0)" } ?? "-"): \(error)")
+        }
+    case "burst":
+        let start = clock.now
+        for index in 0..<max(0, Int(argument) ?? 0) { try? SystemdNotifier().send("STATUS=\(index)") }
+        let elapsed = clock.now - start
+        report(
+            "burst backlog=\(SystemdNotifier.backlog) ms=\(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)"
+        )
+    case "drain":
+        let deadline = clock.now + .seconds(30)
+        while SystemdNotifier.backlog > 0 && clock.now < deadline { usleep(1000) }
+        let left = SystemdNotifier.backlog
+        report(left == 0 ? "drained" : "backlog=\(left) after 30 s")
+    case "watchdog":
+        if let watchdog = Watchdog.fromEnvironment() {
+            report("watchdog interval=\(watchdog.interval) ping=\(watchdog.pingInterval)")
+        } else {
+            report("watchdog=none")
+        }
+    case "env":
+        report(getenv(argument).map { "\(argument)=\(String(cString: $0))" } ?? "\(argument) unset")
+    default:
+        report("unknown action '\(action)'")
+        exit(2)
+    }
+}
+exit(0)
