@@ -1,14 +1,10 @@
 // swift-tools-version:6.1
 import PackageDescription
 
-let strict: [SwiftSetting] = [
-    .enableUpcomingFeature("ExistentialAny"),
-    .enableUpcomingFeature("MemberImportVisibility"),
-]
-
+// Linux only: the code imports Glibc (or Musl) and uses epoll, timerfd, signalfd and systemd's
+// protocols, so the manifest names no Apple platform (`platforms:` would only claim one).
 let package = Package(
     name: "vigil",
-    platforms: [.macOS(.v15)],
     products: [
         .library(name: "Vigil", targets: ["Vigil"]),
         .library(name: "VigilLifecycle", targets: ["VigilLifecycle"]),
@@ -38,8 +34,7 @@ let package = Package(
             name: "VigilSystemd",
             dependencies: [
                 .product(name: "Logging", package: "swift-log")
-            ],
-            swiftSettings: strict
+            ]
         ),
         .target(
             name: "VigilLifecycle",
@@ -48,8 +43,7 @@ let package = Package(
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ],
-            swiftSettings: strict
+            ]
         ),
         .target(
             name: "Vigil",
@@ -59,8 +53,7 @@ let package = Package(
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ],
-            swiftSettings: strict
+            ]
         ),
         .target(
             name: "VigilTesting",
@@ -69,21 +62,18 @@ let package = Package(
                 "VigilLifecycle",
                 "VigilSystemd",
                 .product(name: "Logging", package: "swift-log"),
-            ],
-            swiftSettings: strict
+            ]
         ),
         .target(
             name: "VigildCore",
-            dependencies: ["Vigil", .product(name: "Logging", package: "swift-log")],
-            swiftSettings: strict
+            dependencies: ["Vigil", .product(name: "Logging", package: "swift-log")]
         ),
         .executableTarget(
             name: "vigild",
             dependencies: [
                 "Vigil", "VigildCore", "CVigilEarlySignals",
                 .product(name: "Logging", package: "swift-log"),
-            ],
-            swiftSettings: strict
+            ]
         ),
         // Benchmarks: Tests/Benchmarks/run.sh builds this in release and runs it against the C
         // floor (Tests/Benchmarks/floor); see the README's "Performance".
@@ -97,8 +87,7 @@ let package = Package(
                 "Vigil", "VigildCore", "VigilTesting", "CVigilSystemd", "CVigilMallocCounter",
                 .product(name: "Logging", package: "swift-log"),
             ],
-            path: "Tests/Benchmarks/VigilBenchmarks",
-            swiftSettings: strict
+            path: "Tests/Benchmarks/VigilBenchmarks"
         ),
         // Fuzzing (issue 10): Tests/Fuzz/run.sh builds vigil-fuzz with libFuzzer (`-sanitize=fuzzer
         // -D FUZZING`) into .build-fuzz and runs each target for a bounded time; in a normal build
@@ -110,15 +99,13 @@ let package = Package(
         .target(
             name: "VigilFuzzTargets",
             dependencies: ["Vigil", "VigildCore"],
-            path: "Tests/Fuzz/VigilFuzzTargets",
-            swiftSettings: strict
+            path: "Tests/Fuzz/VigilFuzzTargets"
         ),
         .target(name: "CVigilFuzzer", path: "Tests/Fuzz/CVigilFuzzer"),
         .executableTarget(
             name: "vigil-fuzz",
             dependencies: ["CVigilFuzzer", "VigilFuzzTargets"],
-            path: "Tests/Fuzz/Driver",
-            swiftSettings: strict
+            path: "Tests/Fuzz/Driver"
         ),
         .testTarget(
             name: "VigilLifecycleTests",
@@ -128,48 +115,53 @@ let package = Package(
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ],
-            swiftSettings: strict
+            ]
         ),
         .testTarget(
             name: "VigilSystemdTests",
-            dependencies: ["VigilSystemd", "VigilTesting", .product(name: "Logging", package: "swift-log")],
-            swiftSettings: strict
+            dependencies: ["VigilSystemd", "VigilTesting", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "VigilTests",
             dependencies: [
                 "Vigil", "VigildCore", "VigilFuzzTargets", "VigilTesting",
+                .product(name: "InMemoryLogging", package: "swift-log"),
                 .product(name: "Logging", package: "swift-log"),
-            ],
-            swiftSettings: strict
+            ]
         ),
         .testTarget(
             name: "VigilTestingTests",
-            dependencies: ["VigilTesting"],
-            swiftSettings: strict
+            dependencies: ["VigilTesting"]
         ),
         .testTarget(
             name: "vigildTests",
-            dependencies: ["vigild", "Vigil", "VigilTesting"],
-            swiftSettings: strict
+            dependencies: ["vigild", "Vigil", "VigilTesting"]
         ),
         // The child of Tests/VigilSystemdTests/NotifierTests.swift: it notifies and reads the
         // watchdog from its own environment, so the test runner never calls setenv.
         .executableTarget(
             name: "vigil-notify-probe",
             dependencies: ["VigilSystemd"],
-            path: "Tests/NotifyProbe",
-            swiftSettings: strict
+            path: "Tests/NotifyProbe"
         ),
         // The socket-activated child of Tests/VigilSystemdTests/SocketActivationProcessTests.swift
         // (not a product: `swift build` builds it next to the test bundle).
         .executableTarget(
             name: "vigil-socket-probe",
             dependencies: ["VigilSystemd"],
-            path: "Tests/SocketActivationProbe",
-            swiftSettings: strict
+            path: "Tests/SocketActivationProbe"
         ),
     ],
     swiftLanguageModes: [.v6]
 )
+
+// The same strict settings for every Swift target (as swift-log's manifest applies its own); C
+// targets ignore them.
+for target in package.targets where [.executable, .test, .regular].contains(target.type) {
+    var settings = target.swiftSettings ?? []
+    // https://github.com/apple/swift-evolution/blob/main/proposals/0335-existential-any.md
+    settings.append(.enableUpcomingFeature("ExistentialAny"))
+    // https://github.com/swiftlang/swift-evolution/blob/main/proposals/0444-member-import-visibility.md
+    settings.append(.enableUpcomingFeature("MemberImportVisibility"))
+    target.swiftSettings = settings
+}

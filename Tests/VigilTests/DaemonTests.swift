@@ -1,31 +1,14 @@
+import InMemoryLogging
 import Logging
-import Synchronization
 import Testing
 import Vigil
 import VigilTesting
 
-/// Captures log entries in memory.
-final class CapturingLogHandlerStore: Sendable {
-    let entries = Mutex<[(Logger.Level, String, Logger.Metadata)]>([])
-}
-
-struct CapturingLogHandler: LogHandler {
-    let store: CapturingLogHandlerStore
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .trace
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-    func log(event: LogEvent) {
-        store.entries.withLock { $0.append((event.level, "\(event.message)", event.metadata ?? [:])) }
-    }
-}
-
 @Suite struct LifecycleLoggerTests {
-    @Test func everyRecordBecomesOneEntryWithItsMessageID() {
-        let store = CapturingLogHandlerStore()
-        let logger = Logger(label: "t") { _ in CapturingLogHandler(store: store) }
+    @Test func everyRecordBecomesOneEntryWithItsMessageID() throws {
+        var handler = InMemoryLogHandler()
+        handler.logLevel = .trace
+        let logger = Logger(label: "t") { [handler] _ in handler }
         let observer = LifecycleLogger(logger: logger, version: "1.2.3")
         observer.observe(.started(generation: 1, timeToReady: .milliseconds(3)))
         observer.observe(
@@ -36,27 +19,27 @@ struct CapturingLogHandler: LogHandler {
             )
         )
         observer.observe(.stopping(.signal(.sigterm)))
-        let entries = store.entries.withLock { $0 }
-        #expect(entries.count == 3)
-        #expect(entries[0].2["MESSAGE_ID"] == .string(LifecycleMessageID.started.rawValue))
-        #expect(entries[0].2["VIGIL_VERSION"] == "1.2.3")
-        #expect(entries[0].2["VIGIL_DURATION_USEC"] == "3000")
-        #expect(entries[1].0 == .error)
+        let entries = handler.entries
+        try #require(entries.count == 3)
+        #expect(entries[0].metadata["MESSAGE_ID"] == .string(LifecycleMessageID.started.rawValue))
+        #expect(entries[0].metadata["VIGIL_VERSION"] == "1.2.3")
+        #expect(entries[0].metadata["VIGIL_DURATION_USEC"] == "3000")
+        #expect(entries[1].level == .error)
         #expect(
-            entries[1].1 == "Reload rejected by config: heartbeat.interval must be > 0. Still running generation 1."
+            "\(entries[1].message)"
+                == "Reload rejected by config: heartbeat.interval must be > 0. Still running generation 1."
         )
-        #expect(entries[1].2["MESSAGE_ID"] == .string(LifecycleMessageID.reloadRejected.rawValue))
-        #expect(entries[1].2["VIGIL_REASON"] == "heartbeat.interval must be > 0")
-        #expect(entries[2].2["VIGIL_REASON"] == "SIGTERM")
+        #expect(entries[1].metadata["MESSAGE_ID"] == .string(LifecycleMessageID.reloadRejected.rawValue))
+        #expect(entries[1].metadata["VIGIL_REASON"] == "heartbeat.interval must be > 0")
+        #expect(entries[2].metadata["VIGIL_REASON"] == "SIGTERM")
     }
 }
 
 @Suite struct DaemonTests {
     private func makeDaemon(_ listener: RecordingListener, notifier: RecordingNotifier) -> Daemon {
-        let store = CapturingLogHandlerStore()
         let logging = Daemon.Logging(
             levelControl: LogLevelControl(),
-            logger: Logger(label: "t") { _ in CapturingLogHandler(store: store) },
+            logger: Logger(label: "t") { _ in InMemoryLogHandler() },
             destination: .syslogPrefixedStderr
         )
         var daemon = Daemon(identifier: "testd", version: "0", listeners: [listener], logging: logging)
