@@ -137,9 +137,10 @@ struct PortListener: Listener {
             // The periodic task's write is visible only as the store's state: poll it, bounded.
             try await pollUntil("the periodic checkpoint of count 7") { !store.hasUnsavedChanges }
             #expect(readFile(path)?.contains("\"count\": 7") == true)
-            // Every write replaces the file (a new inode, by rename). Unchanged, the store is
-            // not rewritten: the file keeps its inode across many 5 ms periods. (A non-event
-            // has no event to await: this waits a fixed 40 periods, the one wait of the test.)
+            // Every write replaces the file by rename: a new modification time (the inode
+            // number may be reused). Unchanged, the store is not rewritten: the file keeps its
+            // inode and mtime across many 5 ms periods. (A non-event has no event to await:
+            // this waits a fixed 40 periods, the one wait of the test.)
             let written = try #require(FileIdentity(path))
             try await Task.sleep(for: .milliseconds(200))
             #expect(FileIdentity(path) == written, "an unchanged store was rewritten")
