@@ -64,7 +64,10 @@ struct LifecycleMetrics: Sendable {
     }
 
     /// The timer for a hook, or `nil` when there is no backend (so the caller skips the clock).
-    func timer(_ listener: String, _ hook: Hook) -> Timer? { timers[listener]?[hook] }
+    func timer(_ listener: String, _ hook: Hook) -> Timer? {
+        // Without a backend there are no timers: skip hashing the name on every hook call.
+        timers.isEmpty ? nil : timers[listener]?[hook]
+    }
 
     func reloaded(applied: Bool, generation value: Int) {
         (applied ? reloadsApplied : reloadsRejected).increment()
