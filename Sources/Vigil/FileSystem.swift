@@ -93,18 +93,56 @@ package enum FileSystem {
             detail: "it is larger than the limit of \(describeSize(limit)) for this file"
         )
         if Int64(info.st_size) > Int64(limit) { throw tooLarge }
+        switch readAll(descriptor, limit: limit, expected: Int64(info.st_size)) {
+        case .success(let bytes): return bytes
+        case .failure(.tooLarge): throw tooLarge
+        case .failure(.system(let code)): throw FileSystemError(path: path, operation: "read", errno: code)
+        }
+    }
+
+    /// Why ``readAll(_:limit:expected:)`` stopped.
+    package enum ReadAllFailure: Error {
+        /// More than the limit: the file may grow while it is read, so the cap holds for what
+        /// is read, not only for what `fstat` said.
+        case tooLarge
+        /// `read` failed with this errno.
+        case system(Int32)
+    }
+
+    /// Everything left to read from an open descriptor, at most `limit` bytes, `EINTR` retried.
+    /// `expected` (the size `fstat` gave) only sizes the buffer. The corresponding C function
+    /// is `read`.
+    package static func readAll(
+        _ descriptor: Int32,
+        limit: Int,
+        expected: Int64 = 0
+    ) -> Result<[UInt8], ReadAllFailure> {
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(Int(max(0, min(Int64(info.st_size), Int64(limit)))))
+        bytes.reserveCapacity(Int(max(0, min(expected, Int64(limit)))))
         var chunk = [UInt8](repeating: 0, count: 65536)
         while true {
             let count = chunk.withUnsafeMutableBytes { buffer in
                 retrying { Glibc.read(descriptor, buffer.baseAddress, buffer.count) }
             }
-            if count < 0 { throw FileSystemError(path: path, operation: "read", errno: errno) }
-            if count == 0 { return bytes }
-            // The file may grow while it is read: the cap holds for what is read, too.
-            guard count <= limit - bytes.count else { throw tooLarge }
+            if count < 0 { return .failure(.system(errno)) }
+            if count == 0 { return .success(bytes) }
+            guard count <= limit - bytes.count else { return .failure(.tooLarge) }
             bytes += chunk[0..<count]
+        }
+    }
+
+    /// Writes all of `bytes` to an open descriptor, `EINTR` retried; returns the errno of a
+    /// failed `write` (`EIO` when it wrote nothing), or `nil`. The corresponding C function is
+    /// `write`.
+    package static func writeAll(_ bytes: [UInt8], to descriptor: Int32) -> Int32? {
+        bytes.withUnsafeBytes { buffer -> Int32? in
+            var offset = 0
+            while offset < buffer.count, let base = buffer.baseAddress {
+                let written = retrying { Glibc.write(descriptor, base + offset, buffer.count - offset) }
+                if written <= 0 { return written < 0 ? errno : EIO }
+                offset += written
+            }
+            return nil
         }
     }
 
@@ -165,17 +203,8 @@ package enum FileSystem {
             retrying { Int(open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)) }
         )
         guard descriptor >= 0 else { throw FileSystemError(path: temporary, operation: "create", errno: errno) }
-        var failure: FileSystemError?
-        bytes.withUnsafeBytes { buffer in
-            var offset = 0
-            while offset < buffer.count {
-                let written = retrying { Glibc.write(descriptor, buffer.baseAddress! + offset, buffer.count - offset) }
-                if written <= 0 {
-                    failure = FileSystemError(path: temporary, operation: "write", errno: errno)
-                    return
-                }
-                offset += written
-            }
+        var failure = writeAll(bytes, to: descriptor).map {
+            FileSystemError(path: temporary, operation: "write", errno: $0)
         }
         if failure == nil && durable && fsync(descriptor) != 0 {
             failure = FileSystemError(path: temporary, operation: "fsync", errno: errno)

@@ -205,23 +205,15 @@ package final class TrustedDirectory: Sendable {
                 reason: "is \(info.st_size) bytes, more than the \(limit) this file may have: refusing to read it"
             )
         }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 16384)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { buffer in Glibc.read(file, buffer.baseAddress, buffer.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw TrustedDirectoryError(path: path(of: name), errno: errno)
-            }
-            if count == 0 { return bytes }
-            bytes += chunk[0..<count]
-            // The file may have grown since the fstat.
-            guard bytes.count <= limit else {
-                throw TrustedDirectoryError(
-                    path: path(of: name),
-                    reason: "grew beyond the \(limit) bytes this file may have: refusing to read it"
-                )
-            }
+        switch FileSystem.readAll(file, limit: limit, expected: Int64(info.st_size)) {
+        case .success(let bytes): return bytes
+        case .failure(.system(let code)): throw TrustedDirectoryError(path: path(of: name), errno: code)
+        case .failure(.tooLarge):
+            // The file grew since the fstat.
+            throw TrustedDirectoryError(
+                path: path(of: name),
+                reason: "grew beyond the \(limit) bytes this file may have: refusing to read it"
+            )
         }
     }
 
@@ -240,19 +232,7 @@ package final class TrustedDirectory: Sendable {
             file = openat(descriptor, temporary, flags, mode)
         }
         guard file >= 0 else { throw TrustedDirectoryError(path: path(of: temporary), errno: errno) }
-        var failure: Int32?
-        bytes.withUnsafeBytes { buffer in
-            var offset = 0
-            while offset < buffer.count, let base = buffer.baseAddress {
-                let written = Glibc.write(file, base + offset, buffer.count - offset)
-                if written < 0 && errno == EINTR { continue }
-                if written <= 0 {
-                    failure = written < 0 ? errno : EIO
-                    return
-                }
-                offset += written
-            }
-        }
+        let failure = FileSystem.writeAll(bytes, to: file)
         close(file)
         if let failure {
             unlinkat(descriptor, temporary, 0)

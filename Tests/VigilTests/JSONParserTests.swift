@@ -78,7 +78,8 @@ import Vigil
     @Test func invalidUTF8InAStringIsAnErrorAtItsByte() {
         let cases: [([UInt8], String)] = [
             (Array(#"["a"#.utf8) + [0xFF] + Array(#""]"#.utf8), "1:4: invalid UTF-8 (byte 0xFF)"),
-            (Array(#"["é"#.utf8) + [0xC0, 0xAF] + Array(#""]"#.utf8), "1:4: invalid UTF-8 (byte 0xC0)"),  // overlong "/"
+            // an overlong "/"
+            (Array(#"["é"#.utf8) + [0xC0, 0xAF] + Array(#""]"#.utf8), "1:4: invalid UTF-8 (byte 0xC0)"),
             ([0x5B, 0x22, 0xED, 0xA0, 0x80, 0x22, 0x5D], "1:3: invalid UTF-8 (byte 0xED)"),  // an encoded surrogate
             ([0x5B, 0x22, 0xF4, 0x90, 0x80, 0x80, 0x22, 0x5D], "1:3: invalid UTF-8 (byte 0xF4)"),  // over U+10FFFF
             ([0x5B, 0x22, 0x80, 0x22, 0x5D], "1:3: invalid UTF-8 (byte 0x80)"),  // a stray continuation byte
