@@ -7,6 +7,9 @@ let package = Package(
     name: "vigil",
     products: [
         .library(name: "Vigil", targets: ["Vigil"]),
+        .library(name: "VigilConfiguration", targets: ["VigilConfiguration"]),
+        .library(name: "VigilPersistence", targets: ["VigilPersistence"]),
+        .library(name: "VigilPOSIX", targets: ["VigilPOSIX"]),
         .library(name: "VigilLifecycle", targets: ["VigilLifecycle"]),
         .library(name: "VigilSystemd", targets: ["VigilSystemd"]),
         .library(name: "VigilTesting", targets: ["VigilTesting"]),
@@ -45,10 +48,32 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // System calls without Foundation: the one errno-carrying error type and file I/O.
+        .target(name: "VigilPOSIX"),
+        // JSON with comments, the configuration loader, its errors and its listener.
+        .target(
+            name: "VigilConfiguration",
+            dependencies: [
+                "VigilLifecycle", "VigilPOSIX",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The state store, its listener (which logs an unclean shutdown under its journal MESSAGE_ID),
+        // and trusted directories for files other processes read.
+        .target(
+            name: "VigilPersistence",
+            dependencies: [
+                "VigilConfiguration", "VigilLifecycle", "VigilPOSIX", "VigilSystemd",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .target(
             name: "Vigil",
             dependencies: [
+                "VigilConfiguration",
                 "VigilLifecycle",
+                "VigilPersistence",
+                "VigilPOSIX",
                 "VigilSystemd",
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
@@ -59,6 +84,7 @@ let package = Package(
             name: "VigilTesting",
             dependencies: [
                 "Vigil",
+                "VigilConfiguration",
                 "VigilLifecycle",
                 "VigilSystemd",
                 .product(name: "Logging", package: "swift-log"),
@@ -128,6 +154,14 @@ let package = Package(
                 .product(name: "InMemoryLogging", package: "swift-log"),
                 .product(name: "Logging", package: "swift-log"),
             ]
+        ),
+        .testTarget(
+            name: "VigilConfigurationTests",
+            dependencies: ["VigilConfiguration", "VigilTesting"]
+        ),
+        .testTarget(
+            name: "VigilPersistenceTests",
+            dependencies: ["VigilConfiguration", "VigilPersistence", "VigilPOSIX", "VigilTesting"]
         ),
         .testTarget(
             name: "VigilTestingTests",

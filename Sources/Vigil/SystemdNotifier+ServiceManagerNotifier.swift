@@ -10,3 +10,4 @@ extension SystemdNotifier: ServiceManagerNotifier {
 }
 
 extension SystemdError: ErrnoRepresentable {}
+extension FileSystemError: ErrnoRepresentable {}

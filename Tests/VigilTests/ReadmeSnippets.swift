@@ -6,6 +6,7 @@
 // leaves to the reader (`Config`, `MyConfiguration`) are defined around it.
 import Glibc
 import Vigil
+import struct VigilTesting.SampleConfiguration  // the stand-in for `MyConfiguration`, and nothing else
 
 enum ReadmeSnippet1 {
     struct Config: Listener { let name = "config" }

@@ -1,6 +1,8 @@
 import Glibc
 import Testing
-import Vigil
+import VigilConfiguration
+import VigilPOSIX
+import VigilPersistence
 import VigilTesting
 
 /// A listener's value with a range: `count` from 0 to 2^53 − 1.

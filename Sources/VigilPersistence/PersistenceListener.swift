@@ -1,5 +1,9 @@
 import Logging
 import Synchronization
+import VigilConfiguration
+import VigilLifecycle
+import VigilPOSIX
+import VigilSystemd
 
 #if canImport(Glibc)
     import Glibc

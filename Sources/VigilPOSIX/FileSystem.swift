@@ -5,7 +5,7 @@
 #endif
 
 /// A failed file-system call: which path, what was being done, and the OS's reason.
-public struct FileSystemError: Error, Hashable, CustomStringConvertible, ErrnoRepresentable {
+public struct FileSystemError: Error, Hashable, CustomStringConvertible {
     /// The path involved.
     public let path: String
     /// What was being done: "read", "write", "rename", …

@@ -1,4 +1,7 @@
 import Synchronization
+import VigilConfiguration
+import VigilLifecycle
+import VigilPOSIX
 
 #if canImport(Glibc)
     import Glibc

@@ -1,3 +1,5 @@
+import VigilPOSIX
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)

@@ -1,5 +1,7 @@
 import Logging
 import Synchronization
+import VigilLifecycle
+import VigilPOSIX
 
 /// The key under which the configuration in force is shared: `context.values[CurrentConfiguration<MyConfig>.self]`
 /// (and, during a reload, the proposed one in `reload.proposed`).

@@ -2,7 +2,7 @@ import Glibc
 import Testing
 import VigilTesting
 
-@testable import Vigil
+@testable import VigilPersistence
 
 /// The rule in ``TrustedDirectory``'s documentation, one case each (needs root to plant other
 /// uids' directories; /run is root-owned and 0755 on any systemd-shaped host).

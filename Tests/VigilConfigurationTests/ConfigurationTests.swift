@@ -1,47 +1,6 @@
 import Testing
-import Vigil
-
-/// A small configuration type standing in for a daemon author's own.
-struct SampleConfiguration: ValidatedConfiguration {
-    struct Server: Decodable, Sendable, Equatable {
-        var port = 8080
-        var host = "localhost"
-        init() {}
-        enum CodingKeys: String, CodingKey { case port, host }
-        init(from decoder: any Decoder) throws {
-            let keys = try decoder.container(keyedBy: CodingKeys.self)
-            port = try keys.decode(Int.self, forKey: .port, default: 8080)
-            host = try keys.decode(String.self, forKey: .host, default: "localhost")
-        }
-    }
-
-    var name = "sample"
-    var ratio = 0.5
-    var verbose = false
-    var server = Server()
-    var tags: [String] = []
-
-    static let defaultConfiguration = SampleConfiguration()
-    init() {}
-    enum CodingKeys: String, CodingKey { case name, ratio, verbose, server, tags }
-    init(from decoder: any Decoder) throws {
-        let keys = try decoder.container(keyedBy: CodingKeys.self)
-        name = try keys.decode(String.self, forKey: .name, default: "sample")
-        ratio = try keys.decode(Double.self, forKey: .ratio, default: 0.5)
-        verbose = try keys.decode(Bool.self, forKey: .verbose, default: false)
-        server = try keys.decode(Server.self, forKey: .server, default: Server())
-        tags = try keys.decode([String].self, forKey: .tags, default: [])
-    }
-
-    func validate() throws(InvalidValue) {
-        guard (1...65535).contains(server.port) else {
-            throw InvalidValue(["server", "port"], "must be between 1 and 65535 (found \(server.port))")
-        }
-        guard ratio >= 0 && ratio <= 1 else {
-            throw InvalidValue(["ratio"], "must be between 0 and 1 (found \(ratio))")
-        }
-    }
-}
+import VigilConfiguration
+import VigilTesting
 
 @Suite struct ConfigurationLoaderTests {
     private func load(_ text: String) throws(ConfigurationError) -> SampleConfiguration {

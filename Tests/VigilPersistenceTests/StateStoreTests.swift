@@ -1,18 +1,7 @@
 import Glibc
 import Testing
-import Vigil
+import VigilPersistence
 import VigilTesting
-
-struct Counter: Codable, Equatable { var count: Int }
-
-func temporaryDirectory() -> String {
-    var template = Array("/tmp/vigil-state-XXXXXX".utf8CString)
-    return String(cString: mkdtemp(&template)!)
-}
-
-func writeFile(_ path: String, _ text: String) { TextFile.write(path, text) }
-
-func readFile(_ path: String) -> String? { TextFile.read(path) }
 
 @Suite struct StateStoreTests {
     @Test func roundTripsEachListenersValueUnderItsKey() throws {

@@ -1,5 +1,5 @@
 import Testing
-import Vigil
+import VigilConfiguration
 
 @Suite struct DisplayTextTests {
     @Test func quotedEscapesControlCharactersAndCutsLongValues() {

@@ -1,5 +1,6 @@
 import Testing
-import Vigil
+import VigilConfiguration
+import VigilTesting
 
 /// Hostile input for the parser, the decoder and the encoder (issue 10, items 2 and 7): each
 /// input parses as JSON (with comments and trailing commas) says, or is an error with a line
