@@ -36,7 +36,8 @@ let package = Package(
         .target(
             name: "VigilSystemd",
             dependencies: [
-                .product(name: "Logging", package: "swift-log")
+                "VigilPOSIX",
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .target(
@@ -145,7 +146,9 @@ let package = Package(
         ),
         .testTarget(
             name: "VigilSystemdTests",
-            dependencies: ["VigilSystemd", "VigilTesting", .product(name: "Logging", package: "swift-log")]
+            dependencies: [
+                "VigilPOSIX", "VigilSystemd", "VigilTesting", .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .testTarget(
             name: "VigilTests",
@@ -175,7 +178,7 @@ let package = Package(
         // watchdog from its own environment, so the test runner never calls setenv.
         .executableTarget(
             name: "vigil-notify-probe",
-            dependencies: ["VigilSystemd"],
+            dependencies: ["VigilPOSIX", "VigilSystemd"],
             path: "Tests/NotifyProbe"
         ),
         // The socket-activated child of Tests/VigilSystemdTests/SocketActivationProcessTests.swift

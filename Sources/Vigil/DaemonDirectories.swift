@@ -77,7 +77,7 @@ package struct DaemonDirectories: Sendable {
             do {
                 let directory = try TrustedDirectory.open(candidate.path, privateToCaller: candidate.privateToCaller)
                 return (directory, try RuntimeStatus.read(from: directory))
-            } catch let error as TrustedDirectoryError where error.errno == ENOENT {
+            } catch let error as SystemError where error.errno == ENOENT {
                 reasons.append("no \(error.path)")
             } catch {
                 reasons.append("\(error)")

@@ -9,5 +9,6 @@ extension SystemdNotifier: ServiceManagerNotifier {
     }
 }
 
-extension SystemdError: ErrnoRepresentable {}
-extension FileSystemError: ErrnoRepresentable {}
+/// A failed system call, a notification that could not be sent among them, gives systemd its
+/// `ERRNO=`.
+extension SystemError: ErrnoRepresentable {}

@@ -4,31 +4,6 @@
     import Musl
 #endif
 
-/// A failed file-system call: which path, what was being done, and the OS's reason.
-public struct FileSystemError: Error, Hashable, CustomStringConvertible {
-    /// The path involved.
-    public let path: String
-    /// What was being done: "read", "write", "rename", …
-    public let operation: String
-    /// The errno value.
-    public let errno: Int32
-    /// Why, when the OS's words for `errno` would not say it ("is a FIFO (named pipe), not a
-    /// regular file"); `nil` for a plain OS failure.
-    public let detail: String?
-
-    public init(path: String, operation: String, errno: Int32, detail: String? = nil) {
-        self.path = path
-        self.operation = operation
-        self.errno = errno
-        self.detail = detail
-    }
-
-    /// The reason, e.g. "No such file or directory".
-    public var reason: String { detail ?? String(cString: strerror(errno)) }
-
-    public var description: String { "cannot \(operation) \(path): \(reason)" }
-}
-
 /// The few file operations Vigil needs, with POSIX calls and no Foundation: one Swift function
 /// per job, `EINTR` retried.
 package enum FileSystem {
@@ -59,34 +34,34 @@ package enum FileSystem {
         _ path: String,
         limit: Int = stateLimit,
         followSymlinks: Bool = true
-    ) throws(FileSystemError) -> [UInt8] {
+    ) throws(SystemError) -> [UInt8] {
         let flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (followSymlinks ? 0 : O_NOFOLLOW)
         let descriptor = Int32(retrying { Int(open(path, flags)) })
         guard descriptor >= 0 else {
             let code = errno
             if code == ELOOP && !followSymlinks && isSymbolicLink(path) {
-                throw FileSystemError(
+                throw SystemError(
                     path: path,
                     operation: "read",
                     errno: code,
                     detail: "it is a symbolic link; this file must be a regular file, not a link"
                 )
             }
-            throw FileSystemError(path: path, operation: "read", errno: code)
+            throw SystemError(path: path, operation: "read", errno: code)
         }
         defer { close(descriptor) }
         var info = stat()
-        guard fstat(descriptor, &info) == 0 else { throw FileSystemError(path: path, operation: "read", errno: errno) }
+        guard fstat(descriptor, &info) == 0 else { throw SystemError(path: path, operation: "read", errno: errno) }
         let kind = info.st_mode & S_IFMT
         guard kind == S_IFREG else {
-            throw FileSystemError(
+            throw SystemError(
                 path: path,
                 operation: "read",
                 errno: kind == S_IFDIR ? EISDIR : EINVAL,
                 detail: "it is \(describeKind(kind)), not a regular file"
             )
         }
-        let tooLarge = FileSystemError(
+        let tooLarge = SystemError(
             path: path,
             operation: "read",
             errno: EFBIG,
@@ -96,7 +71,7 @@ package enum FileSystem {
         switch readAll(descriptor, limit: limit, expected: Int64(info.st_size)) {
         case .success(let bytes): return bytes
         case .failure(.tooLarge): throw tooLarge
-        case .failure(.system(let code)): throw FileSystemError(path: path, operation: "read", errno: code)
+        case .failure(.system(let code)): throw SystemError(path: path, operation: "read", errno: code)
         }
     }
 
@@ -194,7 +169,7 @@ package enum FileSystem {
         to path: String,
         durable: Bool = true,
         beforeRename: () -> Void = {}
-    ) throws(FileSystemError) {
+    ) throws(SystemError) {
         let temporary = temporaryName(for: path)
         // A stale temporary file (from a crash) is removed, and the new one is created with
         // O_EXCL|O_NOFOLLOW: a symbolic link planted at `<path>.tmp` is never written through.
@@ -202,12 +177,12 @@ package enum FileSystem {
         let descriptor = Int32(
             retrying { Int(open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)) }
         )
-        guard descriptor >= 0 else { throw FileSystemError(path: temporary, operation: "create", errno: errno) }
+        guard descriptor >= 0 else { throw SystemError(path: temporary, operation: "create", errno: errno) }
         var failure = writeAll(bytes, to: descriptor).map {
-            FileSystemError(path: temporary, operation: "write", errno: $0)
+            SystemError(path: temporary, operation: "write", errno: $0)
         }
         if failure == nil && durable && fsync(descriptor) != 0 {
-            failure = FileSystemError(path: temporary, operation: "fsync", errno: errno)
+            failure = SystemError(path: temporary, operation: "fsync", errno: errno)
         }
         close(descriptor)
         if let failure {
@@ -216,7 +191,7 @@ package enum FileSystem {
         }
         beforeRename()
         guard rename(temporary, path) == 0 else {
-            let error = FileSystemError(path: path, operation: "rename \(temporary) to", errno: errno)
+            let error = SystemError(path: path, operation: "rename \(temporary) to", errno: errno)
             unlink(temporary)
             throw error
         }
@@ -227,12 +202,12 @@ package enum FileSystem {
     package static func temporaryName(for path: String) -> String { path + ".tmp" }
 
     /// `fsync` on the directory holding `path`, so a rename or unlink in it is durable.
-    package static func syncDirectory(of path: String) throws(FileSystemError) {
+    package static func syncDirectory(of path: String) throws(SystemError) {
         let directory = parent(of: path)
         let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw FileSystemError(path: directory, operation: "open directory", errno: errno) }
+        guard descriptor >= 0 else { throw SystemError(path: directory, operation: "open directory", errno: errno) }
         defer { close(descriptor) }
-        guard fsync(descriptor) == 0 else { throw FileSystemError(path: directory, operation: "fsync", errno: errno) }
+        guard fsync(descriptor) == 0 else { throw SystemError(path: directory, operation: "fsync", errno: errno) }
     }
 
     package static func parent(of path: String) -> String {
@@ -243,25 +218,25 @@ package enum FileSystem {
     package static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
 
     /// Removes a file; a missing file is fine.
-    package static func remove(_ path: String) throws(FileSystemError) {
+    package static func remove(_ path: String) throws(SystemError) {
         if unlink(path) != 0 && errno != ENOENT {
-            throw FileSystemError(path: path, operation: "remove", errno: errno)
+            throw SystemError(path: path, operation: "remove", errno: errno)
         }
     }
 
-    package static func move(_ from: String, to: String) throws(FileSystemError) {
+    package static func move(_ from: String, to: String) throws(SystemError) {
         guard rename(from, to) == 0 else {
-            throw FileSystemError(path: from, operation: "move \(to) from", errno: errno)
+            throw SystemError(path: from, operation: "move \(to) from", errno: errno)
         }
     }
 
     /// Creates `path` and its missing parents with mode 0700.
-    package static func makeDirectories(_ path: String) throws(FileSystemError) {
+    package static func makeDirectories(_ path: String) throws(SystemError) {
         var current = path.hasPrefix("/") ? "" : "."
         for component in path.split(separator: "/") {
             current += "/" + component
             if mkdir(current, 0o700) != 0 && errno != EEXIST {
-                throw FileSystemError(path: current, operation: "create directory", errno: errno)
+                throw SystemError(path: current, operation: "create directory", errno: errno)
             }
         }
     }

@@ -185,9 +185,9 @@ public final class StateStore: Sendable {
                 $0.written = contents.entries
             }
             restored.keys = contents.entries.count
-        } catch let error as FileSystemError where error.errno == ENOENT {
+        } catch let error as SystemError where error.errno == ENOENT {
             // No file: a first start.
-        } catch let error as FileSystemError {
+        } catch let error as SystemError {
             problem = error.reason
         } catch let error as InvalidFile {
             problem = error.description

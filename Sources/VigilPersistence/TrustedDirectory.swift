@@ -47,7 +47,7 @@ package final class TrustedDirectory: Sendable {
     package static func open(
         _ path: String,
         privateToCaller: Bool = false
-    ) throws(TrustedDirectoryError)
+    ) throws(SystemError)
         -> TrustedDirectory
     {
         let descriptor = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
@@ -56,18 +56,20 @@ package final class TrustedDirectory: Sendable {
             // O_NOFOLLOW on a symbolic link gives ELOOP (ENOTDIR with O_DIRECTORY on some kernels).
             var link = stat()
             if lstat(path, &link) == 0 && (link.st_mode & S_IFMT) == S_IFLNK {
-                throw TrustedDirectoryError(path: path, reason: "is a symbolic link: refusing to use it")
+                throw SystemError(path: path, operation: "use", errno: ELOOP, detail: "it is a symbolic link")
             }
             // Another user's directory we may not even open (mode 0700): say whose it is.
             let caller = geteuid()
             if error == EACCES && lstat(path, &link) == 0 && link.st_uid != caller && link.st_uid != 0 {
                 let whom = privateToCaller ? "you (uid \(caller))" : "you or root"
-                throw TrustedDirectoryError(
+                throw SystemError(
                     path: path,
-                    reason: "is owned by uid \(link.st_uid), not by \(whom): refusing to use it"
+                    operation: "use",
+                    errno: error,
+                    detail: "it is owned by uid \(link.st_uid), not by \(whom)"
                 )
             }
-            throw TrustedDirectoryError(path: path, errno: error)
+            throw SystemError(path: path, operation: "use", errno: error)
         }
         do {
             let owner = try check(descriptor, path: path, privateToCaller: privateToCaller)
@@ -83,14 +85,10 @@ package final class TrustedDirectory: Sendable {
     package static func create(
         _ path: String,
         privateToCaller: Bool = false
-    ) throws(TrustedDirectoryError)
+    ) throws(SystemError)
         -> TrustedDirectory
     {
-        do {
-            try FileSystem.makeDirectories(path)
-        } catch {
-            throw TrustedDirectoryError(path: error.path, errno: error.errno)
-        }
+        try FileSystem.makeDirectories(path)
         return try open(path, privateToCaller: privateToCaller)
     }
 
@@ -98,65 +96,53 @@ package final class TrustedDirectory: Sendable {
         _ descriptor: Int32,
         path: String,
         privateToCaller: Bool
-    ) throws(TrustedDirectoryError)
+    ) throws(SystemError)
         -> uid_t
     {
         var info = stat()
-        guard fstat(descriptor, &info) == 0 else { throw TrustedDirectoryError(path: path, errno: errno) }
+        guard fstat(descriptor, &info) == 0 else { throw SystemError(path: path, operation: "use", errno: errno) }
         guard (info.st_mode & S_IFMT) == S_IFDIR else {
-            throw TrustedDirectoryError(path: path, reason: "is not a directory: refusing to use it")
+            throw SystemError(path: path, operation: "use", errno: ENOTDIR, detail: "it is not a directory")
         }
         let caller = geteuid()
         if privateToCaller {
             guard info.st_uid == caller else {
-                throw TrustedDirectoryError(
-                    path: path,
-                    reason: "is owned by uid \(info.st_uid), not by you (uid \(caller)): refusing to use it"
-                )
+                throw refusal(path, "it is owned by uid \(info.st_uid), not by you (uid \(caller))")
             }
             guard info.st_mode & 0o077 == 0 else {
-                throw TrustedDirectoryError(
-                    path: path,
-                    reason: "has mode \(octal(info.st_mode & 0o7777)), not 0700: refusing to use it"
-                )
+                throw refusal(path, "it has mode \(octal(info.st_mode & 0o7777)), not 0700")
             }
         }
         guard info.st_mode & 0o022 == 0 else {
-            throw TrustedDirectoryError(
-                path: path,
-                reason: "is writable by group or others (mode \(octal(info.st_mode & 0o7777))): refusing to use it"
-            )
+            throw refusal(path, "it is writable by group or others (mode \(octal(info.st_mode & 0o7777)))")
         }
         if info.st_uid == caller || info.st_uid == 0 { return info.st_uid }
         // Another uid's directory (a DynamicUser's runtime directory): only if nobody but root or
         // the caller could have created or replaced it.
         if let parent = try untrustedAncestor(of: descriptor, path: path) {
-            throw TrustedDirectoryError(
-                path: path,
-                reason: "is owned by uid \(info.st_uid), not by you or root, and \(parent): refusing to use it"
-            )
+            throw refusal(path, "it is owned by uid \(info.st_uid), not by you or root, and \(parent)")
         }
         return info.st_uid
     }
 
     /// The first directory above `descriptor` that is not owned by root or the caller or is
     /// writable by group or others, described; `nil` when the whole chain up to `/` is trusted.
-    private static func untrustedAncestor(of descriptor: Int32, path: String) throws(TrustedDirectoryError) -> String? {
+    private static func untrustedAncestor(of descriptor: Int32, path: String) throws(SystemError) -> String? {
         let caller = geteuid()
         var current = dup(descriptor)
-        guard current >= 0 else { throw TrustedDirectoryError(path: path, errno: errno) }
+        guard current >= 0 else { throw SystemError(path: path, operation: "use", errno: errno) }
         defer { close(current) }
         var name = FileSystem.parent(of: path)
         var here = stat()
-        guard fstat(current, &here) == 0 else { throw TrustedDirectoryError(path: path, errno: errno) }
+        guard fstat(current, &here) == 0 else { throw SystemError(path: path, operation: "use", errno: errno) }
         // A path is at most a few thousand levels deep; the bound only guards against a loop.
         for _ in 0..<4096 {
             let parent = openat(current, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            guard parent >= 0 else { throw TrustedDirectoryError(path: name, errno: errno) }
+            guard parent >= 0 else { throw SystemError(path: name, operation: "check", errno: errno) }
             close(current)
             current = parent
             var info = stat()
-            guard fstat(parent, &info) == 0 else { throw TrustedDirectoryError(path: name, errno: errno) }
+            guard fstat(parent, &info) == 0 else { throw SystemError(path: name, operation: "check", errno: errno) }
             if info.st_dev == here.st_dev && info.st_ino == here.st_ino { return nil }  // reached `/`
             if info.st_uid != 0 && info.st_uid != caller {
                 return "its parent \(name) is owned by uid \(info.st_uid)"
@@ -170,6 +156,11 @@ package final class TrustedDirectory: Sendable {
         return "its parent chain is too deep"
     }
 
+    /// A directory refused by the rule: `EPERM`, with why.
+    private static func refusal(_ path: String, _ why: String) -> SystemError {
+        SystemError(path: path, operation: "use", errno: EPERM, detail: why)
+    }
+
     private static func octal(_ mode: mode_t) -> String {
         let digits = String(mode, radix: 8)
         return String(repeating: "0", count: max(0, 4 - digits.count)) + digits
@@ -180,42 +171,38 @@ package final class TrustedDirectory: Sendable {
 
     /// Reads the regular file `name`: opened with `O_NOFOLLOW | O_NONBLOCK`, refused unless it
     /// is a regular file owned by the directory's owner or root and at most `limit` bytes.
-    package func read(_ name: String, limit: Int = 1 << 20) throws(TrustedDirectoryError) -> [UInt8] {
+    package func read(_ name: String, limit: Int = 1 << 20) throws(SystemError) -> [UInt8] {
         let file = openat(descriptor, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard file >= 0 else {
-            if errno == ELOOP {
-                throw TrustedDirectoryError(path: path(of: name), reason: "is a symbolic link: refusing to read it")
-            }
-            throw TrustedDirectoryError(path: path(of: name), errno: errno)
+            let code = errno
+            let detail = code == ELOOP ? "it is a symbolic link" : nil
+            throw SystemError(path: path(of: name), operation: "read", errno: code, detail: detail)
         }
         defer { close(file) }
+        func refused(_ errno: Int32, _ detail: String) -> SystemError {
+            SystemError(path: path(of: name), operation: "read", errno: errno, detail: detail)
+        }
         var info = stat()
-        guard fstat(file, &info) == 0 else { throw TrustedDirectoryError(path: path(of: name), errno: errno) }
-        guard (info.st_mode & S_IFMT) == S_IFREG else {
-            throw TrustedDirectoryError(path: path(of: name), reason: "is not a regular file: refusing to read it")
+        guard fstat(file, &info) == 0 else { throw SystemError(path: path(of: name), operation: "read", errno: errno) }
+        let kind = info.st_mode & S_IFMT
+        guard kind == S_IFREG else {
+            throw refused(EINVAL, "it is \(FileSystem.describeKind(kind)), not a regular file")
         }
         guard info.st_uid == owner || info.st_uid == 0 else {
-            throw TrustedDirectoryError(
-                path: path(of: name),
-                reason:
-                    "is owned by uid \(info.st_uid), not by the directory's owner (uid \(owner)) or root: refusing to read it"
+            throw refused(
+                EPERM,
+                "it is owned by uid \(info.st_uid), not by the directory's owner (uid \(owner)) or root"
             )
         }
         guard info.st_size <= limit else {
-            throw TrustedDirectoryError(
-                path: path(of: name),
-                reason: "is \(info.st_size) bytes, more than the \(limit) this file may have: refusing to read it"
-            )
+            throw refused(EFBIG, "it is \(info.st_size) bytes, more than the \(limit) this file may have")
         }
         switch FileSystem.readAll(file, limit: limit, expected: Int64(info.st_size)) {
         case .success(let bytes): return bytes
-        case .failure(.system(let code)): throw TrustedDirectoryError(path: path(of: name), errno: code)
+        case .failure(.system(let code)): throw SystemError(path: path(of: name), operation: "read", errno: code)
         case .failure(.tooLarge):
             // The file grew since the fstat.
-            throw TrustedDirectoryError(
-                path: path(of: name),
-                reason: "grew beyond the \(limit) bytes this file may have: refusing to read it"
-            )
+            throw refused(EFBIG, "it grew beyond the \(limit) bytes this file may have")
         }
     }
 
@@ -223,8 +210,7 @@ package final class TrustedDirectory: Sendable {
     /// `O_CREAT | O_EXCL | O_NOFOLLOW` (whatever was there, a stale file or a symbolic link, is
     /// unlinked, never followed), then `renameat` over `name`. No `fsync`: for runtime files on
     /// tmpfs.
-    package func writeAtomically(_ bytes: [UInt8], to name: String, mode: mode_t = 0o600) throws(TrustedDirectoryError)
-    {
+    package func writeAtomically(_ bytes: [UInt8], to name: String, mode: mode_t = 0o600) throws(SystemError) {
         let temporary = name + ".tmp"
         let flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC
         var file = openat(descriptor, temporary, flags, mode)
@@ -233,43 +219,17 @@ package final class TrustedDirectory: Sendable {
             unlinkat(descriptor, temporary, 0)
             file = openat(descriptor, temporary, flags, mode)
         }
-        guard file >= 0 else { throw TrustedDirectoryError(path: path(of: temporary), errno: errno) }
+        guard file >= 0 else { throw SystemError(path: path(of: temporary), operation: "create", errno: errno) }
         let failure = FileSystem.writeAll(bytes, to: file)
         close(file)
         if let failure {
             unlinkat(descriptor, temporary, 0)
-            throw TrustedDirectoryError(path: path(of: temporary), errno: failure)
+            throw SystemError(path: path(of: temporary), operation: "write", errno: failure)
         }
         guard renameat(descriptor, temporary, descriptor, name) == 0 else {
             let error = errno
             unlinkat(descriptor, temporary, 0)
-            throw TrustedDirectoryError(path: path(of: name), errno: error)
+            throw SystemError(path: path(of: name), operation: "rename \(temporary) to", errno: error)
         }
     }
-}
-
-/// Why a directory or a file in it was not used: the path and the reason, e.g.
-/// "/tmp/vigild-0 is owned by uid 1000, not by you or root, and its parent /tmp is writable by
-/// group or others (mode 1777): refusing to use it".
-package struct TrustedDirectoryError: Error, Hashable, CustomStringConvertible {
-    /// The path involved.
-    package let path: String
-    /// What is wrong with it.
-    package let reason: String
-    /// The OS's error number when a call failed (`ENOENT` when it does not exist), else `nil`.
-    package let errno: Int32?
-
-    package init(path: String, reason: String) {
-        self.path = path
-        self.reason = reason
-        self.errno = nil
-    }
-
-    package init(path: String, errno: Int32) {
-        self.path = path
-        self.reason = String(cString: strerror(errno))
-        self.errno = errno
-    }
-
-    package var description: String { errno == nil ? "\(path) \(reason)" : "\(path): \(reason)" }
 }

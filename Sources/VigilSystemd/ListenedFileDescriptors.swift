@@ -1,4 +1,5 @@
 import Synchronization
+import VigilPOSIX
 
 #if canImport(Glibc)
     import Glibc
@@ -151,7 +152,11 @@ enum SocketActivation {
                 throw ListeningSocketError(
                     .notOpen,
                     "fd \(descriptor.fileDescriptor) '\(descriptor.name)' is announced in LISTEN_FDS but is not open in this process: start the daemon from its .socket unit, or unset LISTEN_PID, LISTEN_FDS and LISTEN_FDNAMES",
-                    errno: errno
+                    cause: SystemError(
+                        path: "fd \(descriptor.fileDescriptor) '\(descriptor.name)'",
+                        operation: "set FD_CLOEXEC on",
+                        errno: errno
+                    )
                 )
             }
         }

@@ -1,3 +1,5 @@
+import VigilPOSIX
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -41,8 +43,9 @@ extension ListeningSocket {
         } catch {
             throw ListeningSocketError(
                 .storeFailed,
-                "cannot hand fd \(fileDescriptor) '\(name)' to systemd's file-descriptor store (FDSTORE=1): \(error.message)",
-                errno: error.errno
+                "cannot hand fd \(fileDescriptor) '\(name)' to systemd's file-descriptor store (FDSTORE=1) "
+                    + "through NOTIFY_SOCKET \(error.path)",
+                cause: error
             )
         }
     }

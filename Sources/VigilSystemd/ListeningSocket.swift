@@ -1,3 +1,5 @@
+import VigilPOSIX
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -210,7 +212,7 @@ extension ListeningSocket {
             throw ListeningSocketError(
                 .notOpen,
                 "\(label) is not open in this process: check the service's Sockets= and the .socket unit",
-                errno: errno
+                cause: SystemError(path: label, operation: "stat", errno: errno)
             )
         }
         let kind = info.st_mode & S_IFMT
@@ -258,7 +260,8 @@ extension ListeningSocket {
         }
         let flags = fcntl(fd, F_GETFD)
         guard flags >= 0, fcntl(fd, F_SETFD, flags | FD_CLOEXEC) == 0 else {
-            throw ListeningSocketError(.notOpen, "cannot set FD_CLOEXEC on \(label)", errno: errno)
+            let cause = SystemError(path: label, operation: "set FD_CLOEXEC on", errno: errno)
+            throw ListeningSocketError(.notOpen, "cannot set FD_CLOEXEC on \(label)", cause: cause)
         }
         return ListeningSocket(fileDescriptor: fd, origin: .adopted(name: descriptor.name))
     }
@@ -273,7 +276,8 @@ extension ListeningSocket {
         var value: Int32 = 0
         var length = socklen_t(MemoryLayout<Int32>.size)
         guard getsockopt(fd, SOL_SOCKET, name, &value, &length) == 0 else {
-            throw ListeningSocketError(.notASocket, "cannot read socket option \(name) of \(label)", errno: errno)
+            let cause = SystemError(path: label, operation: "read socket option \(name) of", errno: errno)
+            throw ListeningSocketError(.notASocket, "cannot read socket option \(name) of \(label)", cause: cause)
         }
         return value
     }
@@ -404,7 +408,8 @@ extension ListeningSocket {
     ) -> Result<ListeningSocket, ListeningSocketError> {
         let fd = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else {
-            return .failure(ListeningSocketError(.bindFailed, "cannot create a socket for \(address)", errno: errno))
+            let cause = SystemError(path: "\(address)", operation: "create a socket for", errno: errno)
+            return .failure(ListeningSocketError(.bindFailed, "cannot create a socket for \(address)", cause: cause))
         }
         var yes: Int32 = 1
         _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
@@ -423,12 +428,14 @@ extension ListeningSocket {
                 case ENOENT: "the directory does not exist: create it (RuntimeDirectory= in the unit)"
                 default: "check the address"
                 }
-            return .failure(ListeningSocketError(.bindFailed, "cannot bind \(address): \(advice)", errno: code))
+            let cause = SystemError(path: "\(address)", operation: "bind", errno: code)
+            return .failure(ListeningSocketError(.bindFailed, "cannot bind \(address): \(advice)", cause: cause))
         }
         guard listen(fd, max(backlog, 1)) == 0 else {
             let code = errno
             _ = Glibc.close(fd)
-            return .failure(ListeningSocketError(.bindFailed, "cannot listen on \(address)", errno: code))
+            let cause = SystemError(path: "\(address)", operation: "listen on", errno: code)
+            return .failure(ListeningSocketError(.bindFailed, "cannot listen on \(address)", cause: cause))
         }
         return .success(ListeningSocket(fileDescriptor: fd, origin: .bound))
     }

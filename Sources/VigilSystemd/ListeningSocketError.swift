@@ -1,3 +1,5 @@
+import VigilPOSIX
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -62,17 +64,20 @@ public struct ListeningSocketError: Error, Hashable, CustomStringConvertible {
     public let code: Code
     /// What happened and what to do.
     public let message: String
-    /// The `errno` of the failed system call, when one failed.
-    public let errno: Int32?
+    /// The failed system call underneath, when one failed: its `errno`, what it did and to what.
+    public let cause: SystemError?
 
-    init(_ code: Code, _ message: String, errno: Int32? = nil) {
+    /// The `errno` of the failed system call, when one failed.
+    public var errno: Int32? { cause?.errno }
+
+    init(_ code: Code, _ message: String, cause: SystemError? = nil) {
         self.code = code
         self.message = message
-        self.errno = errno
+        self.cause = cause
     }
 
     public var description: String {
-        guard let errno else { return message }
-        return "\(message) (\(String(cString: strerror(errno))), errno \(errno))"
+        guard let cause else { return message }
+        return "\(message) (\(cause.reason), errno \(cause.errno))"
     }
 }

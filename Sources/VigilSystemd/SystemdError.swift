@@ -1,22 +1,7 @@
-/// A call to the service manager (its notify socket) failed.
-public struct SystemdError: Error, Hashable, CustomStringConvertible {
-    /// The errno value of the failed call.
-    public let errno: Int32
-    /// What was being done, and what to check.
-    public let message: String
+import VigilPOSIX
 
-    init(errno: Int32, _ message: String) {
-        self.errno = errno
-        self.message = message
-    }
-
-    public var description: String {
-        "\(message) (\(String(cString: strerror(errno))), errno \(errno))"
-    }
-}
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+/// The former name of the error a failed send to the service manager's notify socket throws:
+/// it is the one errno-carrying ``SystemError`` now (`errno`, and the socket's address as
+/// `path`).
+@available(*, deprecated, renamed: "SystemError")
+public typealias SystemdError = SystemError

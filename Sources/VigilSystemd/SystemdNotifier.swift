@@ -1,4 +1,5 @@
 import Synchronization
+import VigilPOSIX
 
 #if canImport(Glibc)
     import Glibc
@@ -35,7 +36,7 @@ public struct SystemdNotifier: Sendable {
     /// Without `NOTIFY_SOCKET` this does nothing: running outside systemd is not an error.
     /// Keep `text` under ``NotifyMessage``'s 4096-byte datagram limit, or systemd ignores it.
     ///
-    /// - Throws: ``SystemdError`` when the socket is set but the send fails (nobody listens at
+    /// - Throws: ``SystemError`` when the socket is set but the send fails (nobody listens at
     ///   the address, say). A full queue is not a failure: the datagram is sent later, in order.
     public func send(_ text: String) throws {
         _ = try send(text, passing: nil)
@@ -46,36 +47,43 @@ public struct SystemdNotifier: Sendable {
     /// the caller may close its own at once, also when the datagram waits behind others.
     ///
     /// - Returns: `false` when `NOTIFY_SOCKET` is unset (nothing sent).
-    /// - Throws: ``SystemdError`` as ``send(_:)`` does, and for a descriptor that cannot be
+    /// - Throws: ``SystemError`` as ``send(_:)`` does, and for a descriptor that cannot be
     ///   duplicated (`EBADF`, `EMFILE`).
     @discardableResult
-    package func send(_ text: String, passing descriptor: Int32?) throws(SystemdError) -> Bool {
+    package func send(_ text: String, passing descriptor: Int32?) throws(SystemError) -> Bool {
         guard let pointer = getenv("NOTIFY_SOCKET") else { return false }
         let address = String(cString: pointer)
         guard let connection = NotifyConnection.for(address) else {
-            throw SystemdError(
+            throw SystemError(
+                path: "NOTIFY_SOCKET='\(address.prefix(80))'",
+                operation: "send '\(text.prefix(40))' to",
                 errno: EAFNOSUPPORT,
-                "Could not send '\(text.prefix(40))': NOTIFY_SOCKET='\(address.prefix(80))' is neither an "
-                    + "absolute path nor an @abstract name (vsock: and other kinds are not supported, and "
-                    + "systemd gives services an AF_UNIX socket), or it is longer than 107 bytes"
+                detail: "it is neither an absolute path nor an @abstract name (vsock: and other kinds are not "
+                    + "supported, and systemd gives services an AF_UNIX socket), or it is longer than 107 bytes"
             )
         }
         var duplicate: Int32?
         if let descriptor {
             let copy = fcntl(descriptor, F_DUPFD_CLOEXEC, 3)
             guard copy >= 0 else {
-                throw SystemdError(errno: errno, Self.failure(text) + " (cannot duplicate fd \(descriptor))")
+                let code = errno
+                throw SystemError(
+                    path: address,
+                    operation: "send '\(text.prefix(40))' with fd \(descriptor) to the service manager's NOTIFY_SOCKET",
+                    errno: code,
+                    detail: "cannot duplicate the descriptor: \(SystemError.describe(code))"
+                )
             }
             duplicate = copy
         }
         if let code = connection.send(text, passing: duplicate) {
-            throw SystemdError(errno: code, Self.failure(text))
+            throw SystemError(
+                path: address,
+                operation: "send '\(text.prefix(40))' to the service manager's NOTIFY_SOCKET",
+                errno: code
+            )
         }
         return true
-    }
-
-    private static func failure(_ text: String) -> String {
-        "Could not send '\(text.prefix(40))' to the service manager's NOTIFY_SOCKET"
     }
 
     /// Datagrams waiting for systemd to take them (tests).

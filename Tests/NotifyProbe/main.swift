@@ -17,6 +17,7 @@
 //   env=NAME         reports "NAME=VALUE" or "NAME unset"
 // Each report is one datagram to the Unix socket named by VIGIL_PROBE_REPORT (a FakeNotifySocket
 // of the test), else one line on stdout. Exit status 0, or 2 for an unknown action.
+import VigilPOSIX
 import VigilSystemd
 
 #if canImport(Glibc)
@@ -69,7 +70,7 @@ for action in CommandLine.arguments.dropFirst() {
         do {
             try SystemdNotifier().send(argument)
             report("sent")
-        } catch let error as SystemdError {
+        } catch let error as SystemError {
             report("error errno=\(error.errno): \(error)")
         } catch {
             report("error: \(error)")

@@ -1,5 +1,6 @@
 import Glibc
 import Testing
+import VigilPOSIX
 import VigilTesting
 
 @testable import VigilPersistence
@@ -38,15 +39,13 @@ struct TrustedDirectoryTests {
             #expect(directory.owner == 65_534)
             // …but not when a parent is open to others.
             chmod(base, 0o777)
-            #expect(throws: TrustedDirectoryError.self) { try TrustedDirectory.open(dynamic) }
-            do {
-                _ = try TrustedDirectory.open(dynamic)
-            } catch {
-                #expect(
-                    "\(error)"
-                        == "\(dynamic) is owned by uid 65534, not by you or root, and its parent \(base) is writable by group or others (mode 0777): refusing to use it"
-                )
-            }
+            let error = #expect(throws: SystemError.self) { try TrustedDirectory.open(dynamic) }
+            #expect(error?.errno == EPERM)
+            #expect(error?.path == dynamic)
+            #expect(
+                error?.description
+                    == "cannot use \(dynamic): it is owned by uid 65534, not by you or root, and its parent \(base) is writable by group or others (mode 0777)"
+            )
         }
     }
 
@@ -55,15 +54,16 @@ struct TrustedDirectoryTests {
             let open = base + "/open"
             mkdir(open, 0o777)
             chmod(open, 0o777)
-            #expect(throws: TrustedDirectoryError.self) { try TrustedDirectory.open(open) }
+            let writable = #expect(throws: SystemError.self) { try TrustedDirectory.open(open) }
+            #expect(writable?.errno == EPERM)
+            #expect(writable?.detail == "it is writable by group or others (mode 0777)")
             rmdir(open)
             symlink("/etc", open)
-            do {
-                _ = try TrustedDirectory.open(open)
-                Issue.record("a symbolic link was followed")
-            } catch {
-                #expect("\(error)" == "\(open) is a symbolic link: refusing to use it")
+            let link = #expect(throws: SystemError.self, "a symbolic link was followed") {
+                try TrustedDirectory.open(open)
             }
+            #expect(link?.errno == ELOOP)
+            #expect(link?.description == "cannot use \(open): it is a symbolic link")
         }
     }
 
@@ -74,13 +74,23 @@ struct TrustedDirectoryTests {
             TextFile.write(path + "/status.json", "{}")
             #expect(try directory.read("status.json") == Array("{}".utf8))
             chown(path + "/status.json", 1234, 1234)
-            #expect(throws: TrustedDirectoryError.self) { try directory.read("status.json") }
+            let owner = #expect(throws: SystemError.self) { try directory.read("status.json") }
+            #expect(owner?.errno == EPERM)
+            #expect(owner?.path == path + "/status.json")
             chown(path + "/status.json", 65_534, 65_534)
-            #expect(throws: TrustedDirectoryError.self) { try directory.read("status.json", limit: 1) }
+            let large = #expect(throws: SystemError.self) { try directory.read("status.json", limit: 1) }
+            #expect(large?.errno == EFBIG)
             unlink(path + "/status.json")
             mkfifo(path + "/status.json", 0o600)
             // A FIFO neither blocks the reader nor is read.
-            #expect(throws: TrustedDirectoryError.self) { try directory.read("status.json") }
+            let fifo = #expect(throws: SystemError.self) { try directory.read("status.json") }
+            #expect(fifo?.errno == EINVAL)
+            #expect(fifo?.detail == "it is a FIFO (named pipe), not a regular file")
+            unlink(path + "/status.json")
+            symlink("/etc/passwd", path + "/status.json")
+            let link = #expect(throws: SystemError.self) { try directory.read("status.json") }
+            #expect(link?.errno == ELOOP)
+            #expect(link?.description == "cannot read \(path)/status.json: it is a symbolic link")
         }
     }
 }

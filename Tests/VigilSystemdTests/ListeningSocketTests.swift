@@ -1,4 +1,5 @@
 import Testing
+import VigilPOSIX
 import VigilSystemd
 
 #if canImport(Glibc)
@@ -37,6 +38,7 @@ import VigilSystemd
         let taken = #expect(throws: ListeningSocketError.self) { try ListeningSocket.bind(.unix(path: path)) }
         #expect(taken?.code == .bindFailed)
         #expect(taken?.errno == EADDRINUSE)
+        #expect(taken?.cause == SystemError(path: path, operation: "bind", errno: EADDRINUSE))
         #expect(taken?.message.contains("cannot bind \(path)") == true)
         // Its process is gone (closed) but the file stays: the next bind replaces it.
         first.close()
@@ -54,7 +56,14 @@ import VigilSystemd
         }
         #expect(error?.code == .bindFailed)
         #expect(error?.errno == EADDRINUSE)
-        #expect(error?.description.contains("cannot bind 127.0.0.1:\(port): another socket is bound there") == true)
+        #expect(error?.cause?.path == "127.0.0.1:\(port)")
+        #expect(
+            error?.description.hasSuffix(
+                "cannot bind 127.0.0.1:\(port): another socket is bound there: stop the process that holds it, "
+                    + "choose another address, or let a .socket unit pass it (\(SystemError.describe(EADDRINUSE)), errno \(EADDRINUSE))"
+            ) == true,
+            "\(String(describing: error))"
+        )
     }
 
     @Test(arguments: ["localhost", "", "127.0.0.1.5", "[::1"])

@@ -31,7 +31,7 @@ private func monotonicNow() -> ContinuousClock.Instant { ContinuousClock.now }
         let path = temporaryDirectory() + "/fifo"
         let started = monotonicNow()
         let error = withFIFO(at: path) {
-            #expect(throws: FileSystemError.self) { try FileSystem.read(path) }
+            #expect(throws: SystemError.self) { try FileSystem.read(path) }
         }
         #expect(ContinuousClock.now - started < .seconds(1))
         #expect(error?.description == "cannot read \(path): it is a FIFO (named pipe), not a regular file")
@@ -40,11 +40,11 @@ private func monotonicNow() -> ContinuousClock.Instant { ContinuousClock.now }
     @Test func aDirectoryAndADeviceAreRefusedNamingTheirKind() throws {
         let directory = temporaryDirectory()
         #expect(
-            "\((#expect(throws: FileSystemError.self) { try FileSystem.read(directory) })!)"
+            "\((#expect(throws: SystemError.self) { try FileSystem.read(directory) })!)"
                 == "cannot read \(directory): it is a directory, not a regular file"
         )
         #expect(
-            "\((#expect(throws: FileSystemError.self) { try FileSystem.read("/dev/null") })!)"
+            "\((#expect(throws: SystemError.self) { try FileSystem.read("/dev/null") })!)"
                 == "cannot read /dev/null: it is a character device, not a regular file"
         )
     }
@@ -52,7 +52,7 @@ private func monotonicNow() -> ContinuousClock.Instant { ContinuousClock.now }
     @Test func aFileOverTheCapIsRefusedNamingTheCap() throws {
         let path = temporaryDirectory() + "/big.json"
         writeFile(path, String(repeating: " ", count: (1 << 20) + 1))
-        let error = #expect(throws: FileSystemError.self) {
+        let error = #expect(throws: SystemError.self) {
             try FileSystem.read(path, limit: FileSystem.configurationLimit)
         }
         #expect(error?.reason == "it is larger than the limit of 1 MiB for this file")
@@ -64,7 +64,7 @@ private func monotonicNow() -> ContinuousClock.Instant { ContinuousClock.now }
         writeFile(directory + "/target", "{}")
         #expect(symlink(directory + "/target", directory + "/link") == 0)
         #expect(try FileSystem.read(directory + "/link") == Array("{}".utf8))
-        let error = #expect(throws: FileSystemError.self) {
+        let error = #expect(throws: SystemError.self) {
             try FileSystem.read(directory + "/link", followSymlinks: false)
         }
         #expect(error?.reason == "it is a symbolic link; this file must be a regular file, not a link")

@@ -102,7 +102,7 @@ import VigilTesting
             #expect(outcome.status == 2, "\(command): \(outcome.output)")
             #expect(
                 outcome.output.contains(
-                    "\(planted) is owned by uid 65534, not by you or root, and its parent /tmp is writable by group or others (mode 1777): refusing to use it"
+                    "cannot use \(planted): it is owned by uid 65534, not by you or root, and its parent /tmp is writable by group or others (mode 1777)"
                 ),
                 "\(outcome.output)"
             )
@@ -123,12 +123,12 @@ import VigilTesting
         Self.plant(path, owner: 65_534, mode: 0o700, status: status)
         var outcome = try await Self.client(["reload"], user: uid)
         #expect(outcome.status == 2)
-        #expect(outcome.output.contains("\(path) is owned by uid 65534, not by you (uid \(uid)): refusing to use it"))
+        #expect(outcome.output.contains("cannot use \(path): it is owned by uid 65534, not by you (uid \(uid))"))
         // …or the caller's but open to others…
         Self.plant(path, owner: uid, mode: 0o755, status: status)
         outcome = try await Self.client(["reload"], user: uid)
         #expect(outcome.status == 2)
-        #expect(outcome.output.contains("\(path) has mode 0755, not 0700: refusing to use it"), "\(outcome.output)")
+        #expect(outcome.output.contains("cannot use \(path): it has mode 0755, not 0700"), "\(outcome.output)")
         #expect(sleeper.exitStatus == nil && kill(sleeper.pid, 0) == 0, "the planted pid was not signalled")
         // …and only the caller's own 0700 directory is read.
         chmod(path, 0o700)
@@ -203,7 +203,7 @@ import VigilTesting
         )
         #expect(try await daemon.waitForExit() != 0)
         let output = TextFile.read(directory + "/output.log") ?? ""
-        #expect(output.contains("\(runtime) is owned by uid 65534, not by you or root"), "\(output)")
+        #expect(output.contains("cannot use \(runtime): it is owned by uid 65534, not by you or root"), "\(output)")
         #expect(!FileSystem.exists(runtime + "/status.json"))
     }
 

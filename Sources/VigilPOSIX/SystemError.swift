@@ -1,0 +1,49 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// A system call that failed, or a file or directory refused for what it is: the OS's error
+/// number, what was being done, to what, and why.
+///
+/// Vigil's one errno-carrying error: file access (``FileSystem``, trusted directories), the
+/// service manager's notify socket and socket activation report a failed call with it, so a
+/// caller matches ``errno`` and ``path`` rather than the message. A refusal that is no failed
+/// call carries the nearest errno (`ELOOP` for a symbolic link, `EPERM` for a directory others
+/// may write, `EFBIG` for a file over its limit) and says why in ``detail``.
+///
+/// The message reads `cannot <operation> <path>: <reason>`, e.g. `cannot read
+/// /etc/vigild/vigild.json: it is a FIFO (named pipe), not a regular file`.
+public struct SystemError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The errno value, e.g. `ENOENT`.
+    public let errno: Int32
+    /// What was being done, as a verb that reads after "cannot": `read`, `create`,
+    /// `rename /x.tmp to`, `send 'READY=1' to`.
+    public let operation: String
+    /// What it was done to: a path, or a socket's address.
+    public let path: String
+    /// Why, when the OS's words for ``errno`` would not say it ("it is a FIFO (named pipe), not
+    /// a regular file"); `nil` for a plain OS failure.
+    public let detail: String?
+
+    public init(path: String, operation: String, errno: Int32, detail: String? = nil) {
+        self.path = path
+        self.operation = operation
+        self.errno = errno
+        self.detail = detail
+    }
+
+    /// The reason: ``detail``, else the OS's words for ``errno`` ("No such file or directory").
+    public var reason: String { detail ?? Self.describe(errno) }
+
+    public var description: String { "cannot \(operation) \(path): \(reason)" }
+
+    /// The OS's words for an errno value, e.g. "Permission denied". The corresponding C function
+    /// is `strerror`.
+    public static func describe(_ errno: Int32) -> String { String(cString: strerror(errno)) }
+}
+
+/// The former name of ``SystemError``, which every file failure now is.
+@available(*, deprecated, renamed: "SystemError")
+public typealias FileSystemError = SystemError
