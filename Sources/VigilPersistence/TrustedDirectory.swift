@@ -62,12 +62,8 @@ package final class TrustedDirectory: Sendable {
             let caller = geteuid()
             if error == EACCES && lstat(path, &link) == 0 && link.st_uid != caller && link.st_uid != 0 {
                 let whom = privateToCaller ? "you (uid \(caller))" : "you or root"
-                throw SystemError(
-                    path: path,
-                    operation: "use",
-                    errno: error,
-                    detail: "it is owned by uid \(link.st_uid), not by \(whom)"
-                )
+                let detail = "it is owned by uid \(link.st_uid), not by \(whom)"
+                throw SystemError(path: path, operation: "use", errno: error, detail: detail)
             }
             throw SystemError(path: path, operation: "use", errno: error)
         }

@@ -219,7 +219,7 @@ extension ListeningSocket {
         guard kind == S_IFSOCK else {
             throw ListeningSocketError(
                 .notASocket,
-                "\(label) is \(describeFileType(kind)), not a socket: pass a socket with ListenStream=\(address) in the .socket unit"
+                "\(label) is \(FileSystem.describeKind(kind)), not a socket: pass a socket with ListenStream=\(address) in the .socket unit"
             )
         }
         let type = try option(SO_TYPE, of: fd, label)
@@ -280,17 +280,6 @@ extension ListeningSocket {
             throw ListeningSocketError(.notASocket, "cannot read socket option \(name) of \(label)", cause: cause)
         }
         return value
-    }
-
-    private static func describeFileType(_ kind: mode_t) -> String {
-        switch kind {
-        case S_IFIFO: "a pipe"
-        case S_IFREG: "a regular file"
-        case S_IFDIR: "a directory"
-        case S_IFCHR: "a character device"
-        case S_IFBLK: "a block device"
-        default: "not a socket (file type \(kind))"
-        }
     }
 
     private static func describeFamily(_ family: Int32) -> String {

@@ -139,7 +139,7 @@ import VigilSystemd
         #expect(error?.code == .notASocket)
         #expect(
             error?.message
-                == "fd \(ends[0]) 'http' is a pipe, not a socket: pass a socket with ListenStream=127.0.0.1:8080 in the .socket unit"
+                == "fd \(ends[0]) 'http' is a FIFO (named pipe), not a socket: pass a socket with ListenStream=127.0.0.1:8080 in the .socket unit"
         )
     }
 
