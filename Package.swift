@@ -160,7 +160,7 @@ let package = Package(
         ),
         .testTarget(
             name: "VigilConfigurationTests",
-            dependencies: ["VigilConfiguration", "VigilTesting"]
+            dependencies: ["VigilConfiguration", "VigilPOSIX", "VigilTesting"]
         ),
         .testTarget(
             name: "VigilPersistenceTests",

@@ -1,3 +1,5 @@
+import VigilPOSIX
+
 /// Why a configuration file cannot be used: the file, the key, where it is, and the reason in
 /// words an admin can act on.
 ///
@@ -13,13 +15,24 @@ public struct ConfigurationError: Error, Hashable, Sendable, CustomStringConvert
     public var column: Int
     /// The reason.
     public var reason: String
+    /// The failed system call when the file could not be read (its `errno`, the operation and
+    /// the path), else `nil`.
+    public var cause: SystemError?
 
-    public init(file: String, keyPath: String, line: Int = 0, column: Int = 0, reason: String) {
+    public init(
+        file: String,
+        keyPath: String,
+        line: Int = 0,
+        column: Int = 0,
+        reason: String,
+        cause: SystemError? = nil
+    ) {
         self.file = file
         self.keyPath = keyPath
         self.line = line
         self.column = column
         self.reason = reason
+        self.cause = cause
     }
 
     /// The error on one line: control characters in any part (a path from the command line, a

@@ -28,7 +28,7 @@ public struct ConfigurationLoader<Configuration: ValidatedConfiguration>: Sendab
                 error.errno == ENOENT && FileSystem.isSymbolicLink(path)
                 ? "it is a symbolic link whose target does not exist"
                 : error.reason
-            throw ConfigurationError(file: path, keyPath: "", reason: "cannot read the file: \(reason)")
+            throw ConfigurationError(file: path, keyPath: "", reason: "cannot read the file: \(reason)", cause: error)
         }
         return try decode(bytes, file: path)
     }

@@ -1,5 +1,7 @@
+import Glibc
 import Testing
 import VigilConfiguration
+import VigilPOSIX
 import VigilTesting
 
 @Suite struct ConfigurationLoaderTests {
@@ -99,9 +101,15 @@ import VigilTesting
             try ConfigurationLoader<SampleConfiguration>().load(path: "/nonexistent/sample.json")
         }
         #expect(error?.description == "/nonexistent/sample.json: cannot read the file: No such file or directory")
+        #expect(error?.cause == SystemError(path: "/nonexistent/sample.json", operation: "read", errno: ENOENT))
         let directory = #expect(throws: ConfigurationError.self) {
             try ConfigurationLoader<SampleConfiguration>().load(path: "/tmp")
         }
         #expect(directory?.description == "/tmp: cannot read the file: it is a directory, not a regular file")
+        #expect(directory?.cause?.errno == EISDIR)
+        let invalid = #expect(throws: ConfigurationError.self) {
+            try ConfigurationLoader<SampleConfiguration>().decode(Array("{".utf8), file: "/etc/sample.json")
+        }
+        #expect(invalid != nil && invalid?.cause == nil, "a syntax error is no failed call")
     }
 }
