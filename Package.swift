@@ -7,6 +7,7 @@ let package = Package(
     name: "vigil",
     products: [
         .library(name: "Vigil", targets: ["Vigil"]),
+        .library(name: "VigilEventLoop", targets: ["VigilEventLoop"]),
         .library(name: "VigilLifecycle", targets: ["VigilLifecycle"]),
         .library(name: "VigilSystemd", targets: ["VigilSystemd"]),
         .library(name: "VigilTesting", targets: ["VigilTesting"]),
@@ -28,18 +29,22 @@ let package = Package(
         ),
         // The single-threaded executor (epoll, timerfd, signalfd) behind EventLoopExecutor.
         .target(name: "CVigilEventLoop"),
+        // EventLoopExecutor, its sleep and signal delivery, MonotonicClock: for every module
+        // that must sleep or take signals the way the process's executor wants.
+        .target(name: "VigilEventLoop", dependencies: ["CVigilEventLoop"]),
         // vigild's constructor that blocks its signals before the Swift runtime starts.
         .target(name: "CVigilEarlySignals"),
         .target(
             name: "VigilSystemd",
             dependencies: [
-                .product(name: "Logging", package: "swift-log")
+                "VigilEventLoop",
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .target(
             name: "VigilLifecycle",
             dependencies: [
-                "CVigilEventLoop",
+                "VigilEventLoop",
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -118,6 +123,10 @@ let package = Package(
             ]
         ),
         .testTarget(
+            name: "VigilEventLoopTests",
+            dependencies: ["VigilEventLoop", "VigilTesting"]
+        ),
+        .testTarget(
             name: "VigilSystemdTests",
             dependencies: ["VigilSystemd", "VigilTesting", .product(name: "Logging", package: "swift-log")]
         ),
@@ -143,6 +152,13 @@ let package = Package(
             name: "vigil-notify-probe",
             dependencies: ["VigilSystemd"],
             path: "Tests/NotifyProbe"
+        ),
+        // The child of Tests/VigilEventLoopTests: runs one scenario on the event loop and prints
+        // what happened, one line per step.
+        .executableTarget(
+            name: "vigil-loop-probe",
+            dependencies: ["VigilEventLoop", "CVigilEventLoop"],
+            path: "Tests/EventLoopProbe"
         ),
         // The socket-activated child of Tests/VigilSystemdTests/SocketActivationProcessTests.swift
         // (not a product: `swift build` builds it next to the test bundle).
