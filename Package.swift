@@ -8,6 +8,9 @@ let package = Package(
     products: [
         .library(name: "Vigil", targets: ["Vigil"]),
         .library(name: "VigilEventLoop", targets: ["VigilEventLoop"]),
+        // Opt-in: blocks a daemon's signals before its runtime starts, in every process that
+        // links it, so only a daemon's executable links it (see EarlySignals).
+        .library(name: "VigilEarlySignals", targets: ["VigilEarlySignals"]),
         .library(name: "VigilLifecycle", targets: ["VigilLifecycle"]),
         .library(name: "VigilSystemd", targets: ["VigilSystemd"]),
         .library(name: "VigilTesting", targets: ["VigilTesting"]),
@@ -32,8 +35,9 @@ let package = Package(
         // EventLoopExecutor, its sleep and signal delivery, MonotonicClock: for every module
         // that must sleep or take signals the way the process's executor wants.
         .target(name: "VigilEventLoop", dependencies: ["CVigilEventLoop"]),
-        // vigild's constructor that blocks its signals before the Swift runtime starts.
+        // The preinit function that blocks a daemon's signals before the Swift runtime starts.
         .target(name: "CVigilEarlySignals"),
+        .target(name: "VigilEarlySignals", dependencies: ["CVigilEarlySignals"]),
         .target(
             name: "VigilSystemd",
             dependencies: [
@@ -76,7 +80,7 @@ let package = Package(
         .executableTarget(
             name: "vigild",
             dependencies: [
-                "Vigil", "VigildCore", "CVigilEarlySignals",
+                "Vigil", "VigildCore", "VigilEarlySignals",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -142,9 +146,11 @@ let package = Package(
             name: "VigilTestingTests",
             dependencies: ["VigilTesting"]
         ),
+        // Runs the built vigild (`swift test` builds every target) rather than depending on it:
+        // a dependency would link vigild's early signal block into the test runner.
         .testTarget(
             name: "vigildTests",
-            dependencies: ["vigild", "Vigil", "VigilTesting"]
+            dependencies: ["Vigil", "VigilTesting"]
         ),
         // The child of Tests/VigilSystemdTests/NotifierTests.swift: it notifies and reads the
         // watchdog from its own environment, so the test runner never calls setenv.

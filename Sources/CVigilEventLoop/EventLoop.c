@@ -67,9 +67,10 @@ static sigset_t watched;
 static cvigil_signal_callback callbacks[_NSIG];
 static void *contexts[_NSIG];
 
-static uint64_t now_on(clockid_t clock) {
+// CLOCK_MONOTONIC in ns, the timerfd's clock (Swift code reads it through MonotonicClock).
+static uint64_t monotonic_now(void) {
     struct timespec now;
-    clock_gettime(clock, &now);
+    clock_gettime(CLOCK_MONOTONIC, &now);
     return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
 }
 
@@ -288,7 +289,7 @@ int cvigil_loop_run(void) {
     for (;;) {
         // Fire due callback timers (outside the lock: they enqueue jobs).
         pthread_mutex_lock(&lock);
-        uint64_t now = timer_count ? now_on(CLOCK_MONOTONIC) : 0;
+        uint64_t now = timer_count ? monotonic_now() : 0;
         while (timer_count && timers[0].deadline <= now) {
             Timer due = remove_timer(0);
             pthread_mutex_unlock(&lock);

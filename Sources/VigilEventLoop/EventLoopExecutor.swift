@@ -1,26 +1,32 @@
-import CVigilEventLoop
 // VigilEventLoop: Vigil's single-threaded executor for daemons, and the few things that must
 // know whether it runs (sleeping, signal delivery, the monotonic clock).
 //
 // How it takes over: Swift 6.3's concurrency runtime exports hook variables
 // (`swift_task_enqueueGlobal_hook` and friends) through which a process may redirect jobs;
-// CVigilEventLoop claims them with a compare-and-swap from `NULL`, as SwiftNIO 2.101's
+// CVigilEventLoop claims the one that is live (the global enqueue) with a compare-and-swap from
+// `NULL`, as SwiftNIO 2.101's
 // `NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor` does,
 // and only on a toolchain whose hooks have been checked (see `takesOverOnThisToolchain`). On any
 // other toolchain `run` keeps the default executor: slower to idle, but correct.
 //
-// What would replace the hooks: Swift 6.3 ships, as `@_spi(ExperimentalCustomExecutors)`, the
-// `ExecutorFactory` protocol (a `@main` type names the factory whose `mainExecutor` and
-// `defaultExecutor` the runtime uses from the first job on) and `RunLoopExecutor` (`run()` and
-// `stop()` on the main executor). Once they are public (SE-0466's follow-up), this loop becomes a
-// `MainExecutor & RunLoopExecutor & SchedulingExecutor` returned by a factory: no hook variables,
-// no toolchain guard, and `Task.sleep` lands on its timers without `EventLoopExecutor.sleep`.
+// What would replace the hook: Swift 6.3 ships, as `@_spi(ExperimentalCustomExecutors)`, the
+// `ExecutorFactory` protocol (its `mainExecutor: any MainExecutor` and `defaultExecutor: any
+// TaskExecutor` become the process's executors, picked up by the runtime from the program's
+// entry point) and `RunLoopExecutor` (`run()`, `runUntil(_:)`, `stop()`, which `MainExecutor`
+// refines), and as `@_spi(ExperimentalScheduling)` `SchedulingExecutor` (`enqueue(_:after:
+// tolerance:clock:)`). Once they are public, this loop becomes the `MainExecutor` (run by
+// `EventLoopExecutor.run`) and a `TaskExecutor & SchedulingExecutor` returned by a factory: no
+// hook variable, no compare-and-swap, no toolchain guard, main-actor jobs without Dispatch's
+// main queue, and `Task.sleep` on the loop's timers, so that `EventLoopExecutor.sleep` can
+// become `Task.sleep`.
+
+import CVigilEventLoop
 @preconcurrency import Dispatch
 import Synchronization
 
 /// Runs a whole daemon on one thread: Swift concurrency's global executor is replaced by an
-/// epoll loop on the calling thread (which also drains the main actor's queue), sleeps by one timerfd, and the daemon's
-/// signals arrive through a signalfd on the same loop.
+/// epoll loop on the calling thread (which also drains the main actor's queue), sleeps by one
+/// timerfd, and the daemon's signals arrive through a signalfd on the same loop.
 ///
 /// ```swift
 /// // main.swift
@@ -51,8 +57,9 @@ import Synchronization
 public enum EventLoopExecutor {
     /// Whether this toolchain's runtime hooks are the ones the loop was written against (their
     /// names, and the Swift calling convention of a hook that receives the job and the original
-    /// function). Checked with Swift 6.3; a later toolchain keeps the default executor until
-    /// checked, as SwiftNIO guards its own takeover with `#if compiler(<6.6)`.
+    /// function), which have not changed from 6.1 to 6.3 (tested on 6.3.1). A later toolchain
+    /// keeps the default executor until checked, as SwiftNIO guards its own takeover with
+    /// `#if compiler(<6.6)`.
     static var takesOverOnThisToolchain: Bool {
         #if compiler(>=6.1) && compiler(<6.4)
             return true
