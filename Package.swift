@@ -10,6 +10,10 @@ let package = Package(
         .library(name: "VigilConfiguration", targets: ["VigilConfiguration"]),
         .library(name: "VigilPersistence", targets: ["VigilPersistence"]),
         .library(name: "VigilPOSIX", targets: ["VigilPOSIX"]),
+        .library(name: "VigilEventLoop", targets: ["VigilEventLoop"]),
+        // Opt-in: blocks a daemon's signals before its runtime starts, in every process that
+        // links it, so only a daemon's executable links it (see EarlySignals).
+        .library(name: "VigilEarlySignals", targets: ["VigilEarlySignals"]),
         .library(name: "VigilLifecycle", targets: ["VigilLifecycle"]),
         .library(name: "VigilSystemd", targets: ["VigilSystemd"]),
         .library(name: "VigilTesting", targets: ["VigilTesting"]),
@@ -31,19 +35,24 @@ let package = Package(
         ),
         // The single-threaded executor (epoll, timerfd, signalfd) behind EventLoopExecutor.
         .target(name: "CVigilEventLoop"),
-        // vigild's constructor that blocks its signals before the Swift runtime starts.
+        // EventLoopExecutor, its sleep and signal delivery, MonotonicClock: for every module
+        // that must sleep or take signals the way the process's executor wants.
+        .target(name: "VigilEventLoop", dependencies: ["CVigilEventLoop"]),
+        // The preinit function that blocks a daemon's signals before the Swift runtime starts.
         .target(name: "CVigilEarlySignals"),
+        .target(name: "VigilEarlySignals", dependencies: ["CVigilEarlySignals"]),
         .target(
             name: "VigilSystemd",
             dependencies: [
                 "VigilPOSIX",
+                "VigilEventLoop",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .target(
             name: "VigilLifecycle",
             dependencies: [
-                "CVigilEventLoop",
+                "VigilEventLoop",
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -98,7 +107,7 @@ let package = Package(
         .executableTarget(
             name: "vigild",
             dependencies: [
-                "Vigil", "VigildCore", "CVigilEarlySignals",
+                "Vigil", "VigildCore", "VigilEarlySignals",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -145,6 +154,10 @@ let package = Package(
             ]
         ),
         .testTarget(
+            name: "VigilEventLoopTests",
+            dependencies: ["VigilEventLoop", "VigilTesting"]
+        ),
+        .testTarget(
             name: "VigilSystemdTests",
             dependencies: [
                 "VigilPOSIX", "VigilSystemd", "VigilTesting", .product(name: "Logging", package: "swift-log"),
@@ -170,9 +183,11 @@ let package = Package(
             name: "VigilTestingTests",
             dependencies: ["VigilTesting"]
         ),
+        // Runs the built vigild (`swift test` builds every target) rather than depending on it:
+        // a dependency would link vigild's early signal block into the test runner.
         .testTarget(
             name: "vigildTests",
-            dependencies: ["vigild", "Vigil", "VigilTesting"]
+            dependencies: ["Vigil", "VigilTesting"]
         ),
         // The child of Tests/VigilSystemdTests/NotifierTests.swift: it notifies and reads the
         // watchdog from its own environment, so the test runner never calls setenv.
@@ -180,6 +195,13 @@ let package = Package(
             name: "vigil-notify-probe",
             dependencies: ["VigilPOSIX", "VigilSystemd"],
             path: "Tests/NotifyProbe"
+        ),
+        // The child of Tests/VigilEventLoopTests: runs one scenario on the event loop and prints
+        // what happened, one line per step.
+        .executableTarget(
+            name: "vigil-loop-probe",
+            dependencies: ["VigilEventLoop", "CVigilEventLoop"],
+            path: "Tests/EventLoopProbe"
         ),
         // The socket-activated child of Tests/VigilSystemdTests/SocketActivationProcessTests.swift
         // (not a product: `swift build` builds it next to the test bundle).

@@ -16,8 +16,8 @@ arch=$(dpkg --print-architecture)
 scratch=$project/.build-static
 
 # A static executable: no dynamic loader runs before the executable's preinit array blocks the
-# daemon's signals (Sources/vigild/EarlySignals.swift), so only the kernel's execve is left in
-# which an early signal is fatal (issue 10, item 17); start-up maps and relocates no shared
+# daemon's signals (the VigilEarlySignals product), so only the kernel's execve is left in which
+# an early signal is fatal (issue 10, item 17); start-up maps and relocates no shared
 # objects (issue 12). Not static-pie: linked with lld it builds, but glibc's
 # _dl_relocate_static_pie asserts at start with the Swift runtime in it (the executable's image
 # is therefore not randomised; heap, stack and mmap still are). Vigil links no libsystemd;

@@ -26,6 +26,8 @@ let package = Package(
             name: "hello-http",
             dependencies: [
                 .product(name: "Vigil", package: "vigil"),
+                // Opt-in: blocks the daemon's signals before the Swift runtime starts.
+                .product(name: "VigilEarlySignals", package: "vigil"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

@@ -1,6 +1,6 @@
 // See include/CVigilEarlySignals.h for why this exists.
 //
-// Policy (the daemon's, written down in Sources/vigild/EarlySignals.swift too):
+// Policy (written down for daemon authors in Sources/VigilEarlySignals/EarlySignals.swift too):
 // - SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2 and every real-time signal (SIGRTMIN..SIGRTMAX:
 //   `--reload-signal` may name any of them) are blocked from here on; the daemon takes the ones it
 //   owns from a signalfd. A real-time signal the daemon does not own stays pending, harmless.

@@ -1,10 +1,15 @@
 // Vigil's single-threaded executor. See include/CVigilEventLoop.h.
 //
 // Swift's concurrency runtime lets a process replace where jobs go through exported hook
-// variables (swift_task_enqueueGlobal_hook and friends; SwiftNIO installs the first the same
-// way). Every hook here puts the job on one queue that `cvigil_loop_run` drains on its thread;
-// delayed jobs wait in a binary heap under one timerfd; signals arrive through a signalfd.
-// The hooks use Swift's calling convention, which clang spells `swiftcall`.
+// variables. Of the four, only swift_task_enqueueGlobal_hook is live in Swift 6.3 (the one
+// SwiftNIO installs too): the runtime sends `Task.sleep` to Dispatch's timers and main-actor jobs
+// to Dispatch's main queue without calling the delay, deadline or main-executor hooks (measured:
+// the task-sleep scenario of Tests/VigilEventLoopTests), so the loop installs only that one.
+// Global jobs wait on one queue that `cvigil_loop_run` drains on its thread; Dispatch's main queue
+// is drained from the loop through its run-loop handle (as CoreFoundation's run loop does), so
+// main-actor jobs run on the loop thread too; timers (EventLoopExecutor.sleep) wait in a binary
+// heap under one timerfd; signals arrive through a signalfd. The hook uses Swift's calling
+// convention, which clang spells `swiftcall`.
 #define _GNU_SOURCE
 #include "CVigilEventLoop.h"
 
@@ -16,6 +21,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
+#include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,53 +36,41 @@ typedef struct {
 
 typedef SWIFTCALL void (*EnqueueOriginal)(Job *);
 typedef SWIFTCALL void (*EnqueueHook)(Job *, EnqueueOriginal);
-typedef SWIFTCALL void (*DelayOriginal)(unsigned long long, Job *);
-typedef SWIFTCALL void (*DelayHook)(unsigned long long, Job *, DelayOriginal);
-typedef SWIFTCALL void (*DeadlineOriginal)(long long, long long, long long, long long, int, Job *);
-typedef SWIFTCALL void (*DeadlineHook)(long long, long long, long long, long long, int, Job *, DeadlineOriginal);
-typedef SWIFTCALL void (*MainOriginal)(Job *);
-typedef SWIFTCALL void (*MainHook)(Job *, MainOriginal);
 
 extern EnqueueHook swift_task_enqueueGlobal_hook;
-extern DelayHook swift_task_enqueueGlobalWithDelay_hook;
-extern DeadlineHook swift_task_enqueueGlobalWithDeadline_hook;
-extern MainHook swift_task_enqueueMainExecutor_hook;
 extern SWIFTCALL void swift_job_run(Job *job, SerialExecutorRef executor);
-extern SWIFTCALL SerialExecutorRef swift_task_getMainExecutor(void);
 
-// Swift's clocks on Linux: ContinuousClock is CLOCK_BOOTTIME, SuspendingClock CLOCK_MONOTONIC.
-enum { swift_clock_continuous = 1, swift_clock_suspending = 2 };
-
-typedef struct {
-    Job *job;
-    bool main;
-} Entry;
+// libdispatch's run-loop integration for its main queue (what CoreFoundation's run loop uses on
+// Linux): an eventfd that becomes readable when the main queue has work, and the call that drains
+// it on the main thread. Weak: a process without libdispatch has no main queue to drain.
+extern int _dispatch_get_main_queue_handle_4CF(void) __attribute__((weak));
+extern void _dispatch_main_queue_callback_4CF(void *message) __attribute__((weak));
 
 typedef struct {
     uint64_t deadline;  // CLOCK_MONOTONIC, ns
-    uint64_t sequence;  // FIFO among equal deadlines; a callback timer's id
-    Entry entry;        // a delayed job, or
-    cvigil_timer_callback callback;  // a callback timer (cancellable)
+    uint64_t sequence;  // FIFO among equal deadlines; the timer's id
+    cvigil_timer_callback callback;
     void *context;
 } Timer;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static Entry *ready;
+static Job **ready;
 static size_t ready_count, ready_capacity;
 static Timer *timers;
 static size_t timer_count, timer_capacity;
 static uint64_t timer_sequence;
 static uint64_t armed_deadline;  // what the timerfd is set to; 0 = disarmed
-static bool installed, running, stopping;
+static bool installing, installed, running, stopping;
 static pthread_t loop_thread;
-static int epoll_fd = -1, wake_fd = -1, timer_fd = -1, signal_fd = -1;
+static int epoll_fd = -1, wake_fd = -1, timer_fd = -1, signal_fd = -1, main_queue_fd = -1;
 static sigset_t watched;
 static cvigil_signal_callback callbacks[_NSIG];
 static void *contexts[_NSIG];
 
-static uint64_t now_on(clockid_t clock) {
+// CLOCK_MONOTONIC in ns, the timerfd's clock (Swift code reads it through MonotonicClock).
+static uint64_t monotonic_now(void) {
     struct timespec now;
-    clock_gettime(clock, &now);
+    clock_gettime(CLOCK_MONOTONIC, &now);
     return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
 }
 
@@ -97,10 +91,10 @@ static void wake(void) {
     (void)ignored;
 }
 
-static void push_ready(Job *job, bool main) {
+static void push_ready(Job *job) {
     pthread_mutex_lock(&lock);
-    if (ready_count == ready_capacity) grow((void **)&ready, &ready_capacity, sizeof(Entry));
-    ready[ready_count++] = (Entry){job, main};
+    if (ready_count == ready_capacity) grow((void **)&ready, &ready_capacity, sizeof(Job *));
+    ready[ready_count++] = job;
     pthread_mutex_unlock(&lock);
     wake();
 }
@@ -140,11 +134,11 @@ static Timer remove_timer(size_t index) {
     return removed;
 }
 
-static uint64_t push_timer(uint64_t deadline, Job *job, cvigil_timer_callback callback, void *context) {
+uint64_t cvigil_loop_add_timer(uint64_t deadline, cvigil_timer_callback callback, void *context) {
     pthread_mutex_lock(&lock);
     if (timer_count == timer_capacity) grow((void **)&timers, &timer_capacity, sizeof(Timer));
     uint64_t sequence = ++timer_sequence;
-    Timer timer = {deadline, sequence, {job, false}, callback, context};
+    Timer timer = {deadline, sequence, callback, context};
     sift_up(timer_count++, timer);
     bool rearm = armed_deadline == 0 || deadline < armed_deadline;
     pthread_mutex_unlock(&lock);
@@ -152,15 +146,11 @@ static uint64_t push_timer(uint64_t deadline, Job *job, cvigil_timer_callback ca
     return sequence;
 }
 
-uint64_t cvigil_loop_add_timer(uint64_t deadline, cvigil_timer_callback callback, void *context) {
-    return push_timer(deadline, NULL, callback, context);
-}
-
 bool cvigil_loop_cancel_timer(uint64_t id) {
     pthread_mutex_lock(&lock);
     bool found = false;
     for (size_t index = 0; index < timer_count; index++) {
-        if (timers[index].sequence == id && timers[index].callback) {
+        if (timers[index].sequence == id) {
             remove_timer(index);
             found = true;
             break;
@@ -172,51 +162,41 @@ bool cvigil_loop_cancel_timer(uint64_t id) {
     return found;
 }
 
-uint64_t cvigil_loop_now(void) { return now_on(CLOCK_MONOTONIC); }
+size_t cvigil_loop_pending_timers(void) {
+    pthread_mutex_lock(&lock);
+    size_t count = timer_count;
+    pthread_mutex_unlock(&lock);
+    return count;
+}
 
 static SWIFTCALL void enqueue_global(Job *job, EnqueueOriginal original) {
     (void)original;
-    push_ready(job, false);
+    push_ready(job);
 }
 
-static SWIFTCALL void enqueue_main(Job *job, MainOriginal original) {
-    (void)original;
-    push_ready(job, true);
-}
-
-static SWIFTCALL void enqueue_delayed(unsigned long long delay, Job *job, DelayOriginal original) {
-    (void)original;
-    push_timer(now_on(CLOCK_MONOTONIC) + delay, job, NULL, NULL);
-}
-
-static SWIFTCALL void enqueue_deadline(long long seconds, long long nanoseconds, long long tolerance_seconds,
-                                       long long tolerance_nanoseconds, int clock, Job *job,
-                                       DeadlineOriginal original) {
-    (void)original;
-    (void)tolerance_seconds;
-    (void)tolerance_nanoseconds;
-    int64_t deadline = (int64_t)seconds * 1000000000 + (int64_t)nanoseconds;
-    // Express the deadline on CLOCK_MONOTONIC, the timerfd's clock.
-    int64_t now = (int64_t)now_on(clock == swift_clock_continuous ? CLOCK_BOOTTIME : CLOCK_MONOTONIC);
-    int64_t delay = deadline > now ? deadline - now : 0;
-    push_timer(now_on(CLOCK_MONOTONIC) + (uint64_t)delay, job, NULL, NULL);
+// Installs one hook with a compare-and-swap from NULL, as SwiftNIO installs its own: another
+// library that does the same cannot be overwritten unnoticed. (One that stores without an atomic
+// operation can still race; nothing can prevent that.)
+static bool claim(void **hook, void *ours) {
+    void *expected = NULL;
+    return __atomic_compare_exchange_n(hook, &expected, ours, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
 }
 
 bool cvigil_loop_install(void) {
-    if (installed) return true;
-    if (swift_task_enqueueGlobal_hook || swift_task_enqueueGlobalWithDelay_hook ||
-        swift_task_enqueueGlobalWithDeadline_hook || swift_task_enqueueMainExecutor_hook)
-        return false;
+    bool expected = false;
+    if (!__atomic_compare_exchange_n(&installing, &expected, true, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+        return __atomic_load_n(&installed, __ATOMIC_SEQ_CST);
     sigemptyset(&watched);
-    swift_task_enqueueGlobal_hook = enqueue_global;
-    swift_task_enqueueGlobalWithDelay_hook = enqueue_delayed;
-    swift_task_enqueueGlobalWithDeadline_hook = enqueue_deadline;
-    swift_task_enqueueMainExecutor_hook = enqueue_main;
-    installed = true;
+    if (!claim((void **)&swift_task_enqueueGlobal_hook, (void *)enqueue_global)) {
+        // Another executor owns the hook: leave the runtime as it was.
+        __atomic_store_n(&installing, false, __ATOMIC_SEQ_CST);
+        return false;
+    }
+    __atomic_store_n(&installed, true, __ATOMIC_SEQ_CST);
     return true;
 }
 
-bool cvigil_loop_installed(void) { return installed; }
+bool cvigil_loop_installed(void) { return __atomic_load_n(&installed, __ATOMIC_SEQ_CST); }
 
 void cvigil_loop_stop(void) {
     pthread_mutex_lock(&lock);
@@ -237,6 +217,12 @@ static int open_descriptors(void) {
     timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
     if (epoll_fd < 0 || wake_fd < 0 || timer_fd < 0) return errno;
     if (add(wake_fd) < 0 || add(timer_fd) < 0) return errno;
+    // Dispatch drains its main queue only on the main thread.
+    bool main_thread = getpid() == (pid_t)syscall(SYS_gettid);
+    if (main_thread && _dispatch_get_main_queue_handle_4CF && _dispatch_main_queue_callback_4CF) {
+        main_queue_fd = _dispatch_get_main_queue_handle_4CF();
+        if (main_queue_fd >= 0 && add(main_queue_fd) < 0) return errno;
+    }
     return 0;
 }
 
@@ -298,28 +284,22 @@ int cvigil_loop_run(void) {
     loop_thread = pthread_self();
     running = true;
     SerialExecutorRef generic = {0, 0};
-    SerialExecutorRef main_executor = swift_task_getMainExecutor();
-    Entry *batch = NULL;
+    Job **batch = NULL;
     size_t batch_capacity = 0;
     for (;;) {
         // Fire due callback timers (outside the lock: they enqueue jobs).
         pthread_mutex_lock(&lock);
-        uint64_t now = timer_count ? now_on(CLOCK_MONOTONIC) : 0;
-        while (timer_count && timers[0].deadline <= now && timers[0].callback) {
+        uint64_t now = timer_count ? monotonic_now() : 0;
+        while (timer_count && timers[0].deadline <= now) {
             Timer due = remove_timer(0);
             pthread_mutex_unlock(&lock);
             due.callback(due.context);
             pthread_mutex_lock(&lock);
         }
-        // Move due jobs to the ready queue, take the whole queue, run it.
-        while (timer_count && timers[0].deadline <= now && !timers[0].callback) {
-            Timer due = remove_timer(0);
-            if (ready_count == ready_capacity) grow((void **)&ready, &ready_capacity, sizeof(Entry));
-            ready[ready_count++] = due.entry;
-        }
+        // Take the whole ready queue and run it.
         size_t count = ready_count;
         if (count) {
-            Entry *swap = batch;
+            Job **swap = batch;
             size_t swap_capacity = batch_capacity;
             batch = ready;
             batch_capacity = ready_capacity;
@@ -333,7 +313,7 @@ int cvigil_loop_run(void) {
         if (stop) break;
         if (count) {
             for (size_t index = 0; index < count; index++) {
-                swift_job_run(batch[index].job, batch[index].main ? main_executor : generic);
+                swift_job_run(batch[index], generic);
             }
             continue;
         }
@@ -349,6 +329,11 @@ int cvigil_loop_run(void) {
                 if (fd == timer_fd) armed_deadline = 0;
             } else if (fd == signal_fd) {
                 deliver_signals();
+            } else if (fd == main_queue_fd) {
+                // Reset the eventfd first: work enqueued while draining makes it readable again.
+                ssize_t ignored = read(fd, &value, sizeof value);
+                (void)ignored;
+                _dispatch_main_queue_callback_4CF(NULL);
             }
         }
     }

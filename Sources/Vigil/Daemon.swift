@@ -227,8 +227,7 @@ public struct Daemon: Sendable {
                                     "Health probe failed: withholding the watchdog ping; systemd will restart the daemon if this persists",
                                     metadata: ["MESSAGE_ID": .string(LifecycleMessageID.watchdogFault.rawValue)]
                                 )
-                            },
-                            sleep: { try await EventLoopExecutor.sleep(for: $0) }
+                            }
                         )
                     }
                 }

@@ -1,14 +1,5 @@
-import CVigilEventLoop
-@preconcurrency import Dispatch
 import Synchronization
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import VigilEventLoop
 
 /// Owns a set of signals for the process: installs their handlers and calls one function for
 /// each delivery.
@@ -20,21 +11,13 @@ import Synchronization
 ///   the process may trap its signals (do not also give them to a `ServiceGroup`).
 final class SignalOwner: Sendable {
     private static let owned = Mutex<Set<Int32>>([])
-    private static let queue = DispatchQueue(label: "vigil.signals")
 
     private let signals: [ProcessSignal]
-    private let sources: [any DispatchSourceSignal]
-    private let loopHandler: LoopHandler?
+    private let watch: SignalWatch
 
-    /// Under ``EventLoopExecutor`` the handler is called on the loop's thread from its signalfd.
-    private final class LoopHandler: Sendable {
-        let handler: @Sendable (ProcessSignal) -> Void
-        init(_ handler: @escaping @Sendable (ProcessSignal) -> Void) { self.handler = handler }
-    }
-
-    /// Installs handlers for `signals`; `handler` runs on a private queue for each delivery
-    /// (on the loop's thread under ``EventLoopExecutor``). Returns once every handler is
-    /// installed, so a signal sent afterwards is never lost.
+    /// Installs handlers for `signals`; `handler` runs for each delivery (on the loop's thread
+    /// under ``EventLoopExecutor``, else on a private queue: see `SignalWatch`). Returns once
+    /// every handler is installed, so a signal sent afterwards is never lost.
     init(signals: [ProcessSignal], handler: @escaping @Sendable (ProcessSignal) -> Void) {
         Self.owned.withLock { owned in
             for signal in signals {
@@ -46,48 +29,12 @@ final class SignalOwner: Sendable {
             }
         }
         self.signals = signals
-        if EventLoopExecutor.isInstalled {
-            let loopHandler = LoopHandler(handler)
-            self.loopHandler = loopHandler
-            self.sources = []
-            let context = Unmanaged.passUnretained(loopHandler).toOpaque()
-            for signal in signals {
-                let failed = cvigil_loop_watch_signal(
-                    signal.rawValue,
-                    { number, context in
-                        Unmanaged<LoopHandler>.fromOpaque(context!).takeUnretainedValue().handler(
-                            ProcessSignal(rawValue: number)
-                        )
-                    },
-                    context
-                )
-                precondition(failed == 0, "Cannot watch \(signal) with signalfd (errno \(failed))")
-            }
-            return
-        }
-        self.loopHandler = nil
-        // Dispatch registers a source asynchronously; wait for every registration so that a
-        // signal sent after `init` returns (say, right after READY=1) is never lost.
-        let registered = DispatchGroup()
-        self.sources = signals.map { signal in
-            let source = DispatchSource.makeSignalSource(signal: signal.rawValue, queue: Self.queue)
-            source.setEventHandler { handler(signal) }
-            registered.enter()
-            source.setRegistrationHandler { registered.leave() }
-            source.activate()
-            return source
-        }
-        registered.wait()
+        watch = SignalWatch(signals: signals.map(\.rawValue)) { handler(ProcessSignal(rawValue: $0)) }
     }
 
     /// Stops delivering the signals and gives up their ownership.
     func release() {
-        if loopHandler != nil {
-            for signal in signals { cvigil_loop_unwatch_signal(signal.rawValue) }
-        } else {
-            for source in sources { source.cancel() }
-            Self.queue.sync {}
-        }
+        watch.cancel()
         Self.owned.withLock { owned in
             for signal in signals { owned.remove(signal.rawValue) }
         }

@@ -1,3 +1,5 @@
+import VigilEventLoop
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -88,19 +90,28 @@ public struct Watchdog: Sendable {
     }
 
     /// Pings until the daemon stops or the task is cancelled: every ``pingInterval``, `probe`,
-    /// and `ping` if healthy.
+    /// and `ping` if healthy. Waits with `EventLoopExecutor.sleep(for:)`: on Vigil's event loop
+    /// one timer entry, otherwise `Task.sleep`.
     ///
     /// - Parameters:
     ///   - probe: the round trip through the mediator; ``Health/unhealthy`` (or no answer in
     ///     ``probeTimeout``) withholds the ping; ``Health/stopping`` ends the loop without a word.
     ///   - ping: sends `WATCHDOG=1`.
     ///   - missed: told about each withheld ping.
-    ///   - sleep: how to wait (`EventLoopExecutor.sleep(for:)` under Vigil's event loop).
     public func run(
         probe: @Sendable (Duration) async -> Health,
         ping: @Sendable () -> Void,
-        missed: @Sendable () -> Void = {},
-        sleep: @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
+        missed: @Sendable () -> Void = {}
+    ) async {
+        await run(probe: probe, ping: ping, missed: missed, sleep: { try await EventLoopExecutor.sleep(for: $0) })
+    }
+
+    /// ``run(probe:ping:missed:)`` with its waits replaced (the tests' instant clock).
+    package func run(
+        probe: @Sendable (Duration) async -> Health,
+        ping: @Sendable () -> Void,
+        missed: @Sendable () -> Void,
+        sleep: @Sendable (Duration) async throws -> Void
     ) async {
         let clock = ContinuousClock()
         var deadline = clock.now

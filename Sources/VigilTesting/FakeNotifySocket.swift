@@ -1,5 +1,6 @@
 @preconcurrency import Dispatch
 import Synchronization
+import VigilLifecycle
 
 #if canImport(Glibc)
     import Glibc
@@ -113,11 +114,13 @@ public final class FakeNotifySocket: Sendable {
             guard received > 0 else { return }
             let passed = control.withUnsafeBytes { passedDescriptors($0, length: controlLength) }
             let text = String(decoding: buffer[0..<received], as: UTF8.self)
-            var now = timespec()
-            clock_gettime(CLOCK_MONOTONIC, &now)
-            let micros = UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000
             datagrams.append(
-                Datagram(text: text, senderPID: sender, receivedAt: micros, passedDescriptors: passed)
+                Datagram(
+                    text: text,
+                    senderPID: sender,
+                    receivedAt: MonotonicClock.microseconds(),
+                    passedDescriptors: passed
+                )
             )
         }
     }

@@ -1,4 +1,5 @@
 import Vigil
+import VigilEarlySignals
 
 #if canImport(Glibc)
     import Glibc
@@ -6,8 +7,8 @@ import Vigil
     import Musl
 #endif
 
-// The daemon's signals have been blocked since before the Swift runtime started (see
-// EarlySignals); a client subcommand gets its original signal state back first thing.
+// The daemon's signals have been blocked since before the Swift runtime started (linking
+// VigilEarlySignals opts in); a client subcommand gets its original signal state back first thing.
 EarlySignals.settle(arguments: CommandLine.arguments)
 
 // vigild runs on one thread: Swift concurrency's executor is Vigil's event loop (epoll,

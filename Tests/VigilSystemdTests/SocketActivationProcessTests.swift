@@ -95,15 +95,5 @@ enum Probe {
     /// `vigil-socket-probe`.
     static var path: String { path(of: "vigil-socket-probe") }
 
-    static func path(of name: String) -> String {
-        var buffer = [CChar](repeating: 0, count: 4096)
-        let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-        precondition(length > 0, "cannot read /proc/self/exe")
-        var directory = String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        while !directory.hasSuffix("/") { directory.removeLast() }
-        for candidate in [directory + name, directory + "../" + name] where access(candidate, X_OK) == 0 {
-            return candidate
-        }
-        preconditionFailure("\(name) not found next to \(directory); build it with `swift build`")
-    }
+    static func path(of name: String) -> String { BuiltExecutable.path(of: name) }
 }

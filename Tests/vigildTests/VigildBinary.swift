@@ -1,21 +1,10 @@
 import Glibc
 import VigilTesting
 
-/// The `vigild` built next to this test bundle (`swift test` builds it: the test target
-/// depends on it).
+/// The `vigild` built next to this test bundle (`swift test` builds every target; the test
+/// target does not depend on it, so that vigild's early signal block stays out of the runner).
 enum VigildBinary {
-    static var path: String {
-        var buffer = [CChar](repeating: 0, count: 4096)
-        let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-        precondition(length > 0, "cannot read /proc/self/exe")
-        var directory = String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        while !directory.hasSuffix("/") { directory.removeLast() }
-        // The runner may be inside the .xctest bundle (Linux builds it as a plain executable).
-        for candidate in [directory + "vigild", directory + "../vigild"] where access(candidate, X_OK) == 0 {
-            return candidate
-        }
-        preconditionFailure("vigild not found next to \(directory); build it with `swift build`")
-    }
+    static var path: String { BuiltExecutable.path(of: "vigild") }
 
     /// A fresh directory for one test's files.
     static func temporaryDirectory() -> String {

@@ -1,4 +1,5 @@
-// Blocks the daemon's signals before anything else in the process runs. Never part of Vigil's API.
+// Blocks a daemon's signals before anything else in the process runs: the C half of the opt-in
+// VigilEarlySignals product (its Swift API is `EarlySignals`).
 //
 // Why C: systemd may signal a service's main PID the moment it exists (`systemctl start
 // --no-block` then `systemctl reload`, or `kill -HUP $MAINPID`). Until someone blocks SIGHUP, its

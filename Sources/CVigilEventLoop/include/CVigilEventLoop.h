@@ -2,15 +2,18 @@
 #define CVIGIL_EVENT_LOOP_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
-/// Vigil's single-threaded executor for daemons: Swift concurrency's global and main executors
-/// replaced by one epoll loop on the calling thread, with a timerfd for sleeps and a signalfd
-/// for signals. No Dispatch worker threads, so no wake-ups while idle.
+/// Vigil's single-threaded executor for daemons: Swift concurrency's global executor replaced by
+/// one epoll loop on the calling thread, which also drains Dispatch's main queue (main-actor
+/// jobs), with a timerfd for sleeps and a signalfd for signals. No Dispatch worker threads, so
+/// no wake-ups while idle.
 
-/// Installs the runtime hooks; jobs enqueued from now on wait for `cvigil_loop_run`.
-/// Returns false when another executor hook is already installed. Call once, from the thread
-/// that will call `cvigil_loop_run`, before any task is created.
+/// Installs the runtime hook (`swift_task_enqueueGlobal_hook`, with a compare-and-swap from
+/// NULL); jobs enqueued from now on wait for `cvigil_loop_run`. Returns false, and changes
+/// nothing, when another executor's hook is already installed. Call once, from the main thread
+/// (the one that will call `cvigil_loop_run`), before any task is created.
 bool cvigil_loop_install(void);
 
 /// Runs jobs, timers and signal callbacks on this thread until `cvigil_loop_stop`.
@@ -20,7 +23,7 @@ int cvigil_loop_run(void);
 /// Makes `cvigil_loop_run` return once the job that called this finishes. Any thread.
 void cvigil_loop_stop(void);
 
-/// True when the hooks are installed (the loop owns the process's executor).
+/// True when the hook is installed (the loop owns the process's executor).
 bool cvigil_loop_installed(void);
 
 /// A signal callback: runs on the loop thread for each delivery.
@@ -31,7 +34,8 @@ typedef void (*cvigil_signal_callback)(int signal, void *context);
 /// calls `callback` on the loop thread for each delivery. Returns 0 or an errno.
 int cvigil_loop_watch_signal(int signal, cvigil_signal_callback callback, void *context);
 
-/// Stops watching `signal` and restores its previous mask and disposition.
+/// Stops watching `signal`. It stays blocked: one sent afterwards stays pending, harmless
+/// (unblocking a pending SIGTERM would kill a process that is already stopping).
 void cvigil_loop_unwatch_signal(int signal);
 
 /// A timer callback: runs on the loop thread at its deadline unless cancelled first.
@@ -45,7 +49,9 @@ uint64_t cvigil_loop_add_timer(uint64_t deadline, cvigil_timer_callback callback
 /// false when it already fired or is firing. A removed timer leaves no wake-up behind.
 bool cvigil_loop_cancel_timer(uint64_t id);
 
-/// CLOCK_MONOTONIC now, in ns.
-uint64_t cvigil_loop_now(void);
+/// How many timers wait (a callback timer or a delayed job): 0 once every sleep has ended or
+/// been cancelled. Any thread.
+size_t cvigil_loop_pending_timers(void);
+
 
 #endif

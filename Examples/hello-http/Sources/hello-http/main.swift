@@ -11,6 +11,7 @@ import Logging
 import Metrics
 import Prometheus
 import Vigil
+import VigilEarlySignals
 
 #if canImport(Glibc)
     import Glibc
@@ -18,8 +19,10 @@ import Vigil
     import Musl
 #endif
 
-// systemd may signal the main PID the moment it exists; an unblocked SIGHUP would kill it.
-EarlySignals.blockForDaemon(arguments: CommandLine.arguments)
+// systemd may signal the main PID the moment it exists; an unblocked SIGHUP would kill it. Linking
+// VigilEarlySignals blocks the daemon's signals before the Swift runtime starts (and ignores
+// SIGPIPE); the client commands get their signals back here.
+EarlySignals.settle(arguments: CommandLine.arguments)
 
 let commandLine = DaemonCommandLine(
     name: "hello-http",

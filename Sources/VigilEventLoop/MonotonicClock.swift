@@ -2,17 +2,22 @@
     import Glibc
 #elseif canImport(Musl)
     import Musl
-#elseif canImport(Darwin)
-    import Darwin
 #endif
 
-/// `CLOCK_MONOTONIC`, the clock systemd's `MONOTONIC_USEC=` and `EXTEND_TIMEOUT_USEC=` use.
+/// `CLOCK_MONOTONIC`, the clock systemd's `MONOTONIC_USEC=` and `EXTEND_TIMEOUT_USEC=` use, and
+/// the clock of the event loop's timers: the one reader of it for Swift code in Vigil.
 public enum MonotonicClock {
-    /// Now, in microseconds. The corresponding C function is `clock_gettime(CLOCK_MONOTONIC)`.
-    public static func microseconds() -> UInt64 {
+    /// Now, in nanoseconds. The corresponding C function is `clock_gettime(CLOCK_MONOTONIC)`.
+    public static func nanoseconds() -> UInt64 {
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
-        return UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1_000
+        // The kernel's clock is never negative and fits 584 years of nanoseconds.
+        return UInt64(truncatingIfNeeded: now.tv_sec) &* 1_000_000_000 &+ UInt64(truncatingIfNeeded: now.tv_nsec)
+    }
+
+    /// Now, in microseconds.
+    public static func microseconds() -> UInt64 {
+        nanoseconds() / 1_000
     }
 }
 

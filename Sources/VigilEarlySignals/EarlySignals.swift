@@ -1,0 +1,50 @@
+import CVigilEarlySignals
+
+/// A daemon's signal policy from the first instruction on: opt in by linking this product into
+/// the daemon's executable (and calling ``settle(arguments:)`` first thing in `main`).
+///
+/// systemd may signal the main PID the moment it exists, and before anyone blocks `SIGHUP` its
+/// default action kills the process ("Failed with result 'protocol'"). So a C function in the
+/// executable's preinit array (`CVigilEarlySignals`) runs before the Swift runtime and `main`,
+/// and:
+/// - blocks `SIGHUP`, `SIGINT`, `SIGTERM`, `SIGUSR1`, `SIGUSR2` and every real-time signal
+///   (`--reload-signal` may name any): an early one waits, queued, until the daemon's
+///   `ListenerGroup` takes it over and handles it as usual. A real-time signal the daemon does
+///   not own stays pending and does nothing.
+/// - ignores `SIGPIPE`: a write to a closed pipe (a vanished stderr reader) fails with `EPIPE`
+///   instead of killing the daemon.
+/// - ignores `SIGXFSZ`: a write past `RLIMIT_FSIZE` fails with `EFBIG` (a failed checkpoint,
+///   reported as such) instead of a core dump.
+///
+/// `SIGUSR2` is a user signal (`SignalMap.default`). `SIGQUIT` keeps its default (a core dump on
+/// request).
+///
+/// The client subcommands (`check-config`, `reload`, `status`, `--help`, `--version`) are not
+/// the daemon: ``settle(arguments:)`` gives them the mask and dispositions they were started
+/// with back, so Ctrl-C and `systemctl stop` end them.
+///
+/// - Important: The block happens in every process that links this product, before any of its
+///   code runs: link it into a daemon's executable only, never into a library or a test target
+///   (a test target that depends on the daemon's executable target links it too; run the built
+///   executable instead, as Tests/vigildTests does).
+public enum EarlySignals {
+    /// `true` when `arguments` (argv) start the daemon with `DaemonCommandLine`'s grammar: no
+    /// subcommand, `run`, or options of the default `run` subcommand.
+    public static func runsDaemon(_ arguments: [String]) -> Bool {
+        guard let first = arguments.dropFirst().first else { return true }
+        if first == "run" { return true }
+        return first.hasPrefix("-") && !["-h", "--help", "--version"].contains(first)
+    }
+
+    /// Keeps the early block for the daemon; gives anything else its original signal state.
+    public static func settle(arguments: [String]) {
+        if !runsDaemon(arguments) { cvigil_early_signals_restore() }
+    }
+
+    /// `CLOCK_MONOTONIC` in ns when the signals were blocked, or `nil` if the preinit function
+    /// did not run (this product is not linked into the executable).
+    public static var blockedAt: UInt64? {
+        let time = cvigil_early_signals_blocked_at()
+        return time == 0 ? nil : time
+    }
+}

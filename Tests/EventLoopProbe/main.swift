@@ -1,0 +1,199 @@
+// vigil-loop-probe: the child of Tests/VigilEventLoopTests. The event loop takes over the whole
+// process's executor, so each scenario runs in a process of its own.
+//
+// Usage: vigil-loop-probe SCENARIO, one of order, timers, cancel, stop, signals, task-sleep,
+// default-executor, refused. Each prints one line per step on stdout; the tests compare them.
+// Exit status 0 (stop: 7, the body's result), 2 for an unknown scenario.
+import CVigilEventLoop
+import Synchronization
+import VigilEventLoop
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+let loopThread = pthread_self()
+
+/// One line of the report.
+/// One line of the report, written at once (unbuffered: a scenario may end in exit).
+func line(_ text: String) {
+    var bytes = Array((text + "\n").utf8)
+    _ = write(1, &bytes, bytes.count)
+}
+
+/// Where the calling job runs.
+func whereAmI() -> String {
+    pthread_equal(pthread_self(), loopThread) != 0 ? "on the loop thread" : "on another thread"
+}
+
+/// The process's threads (the loop alone is 1).
+func threads() -> Int {
+    guard let directory = opendir("/proc/self/task") else { return -1 }
+    defer { closedir(directory) }
+    var count = 0
+    while let entry = readdir(directory) {
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        if name != "." && name != ".." { count += 1 }
+    }
+    return count
+}
+
+func milliseconds(since start: UInt64) -> UInt64 { (MonotonicClock.nanoseconds() - start) / 1_000_000 }
+
+/// Jobs run on the loop thread in the order they were enqueued; main-actor jobs (Dispatch's
+/// main queue, drained by the loop) run on the loop thread too.
+func order() async {
+    let first = Task { line("task 1 \(whereAmI())") }
+    let second = Task { line("task 2 \(whereAmI())") }
+    let third = Task { line("task 3 \(whereAmI())") }
+    _ = await (first.value, second.value, third.value)
+    await Task { @MainActor in line("main actor \(whereAmI())") }.value
+    await MainActor.run { line("MainActor.run \(whereAmI())") }
+    line("threads=\(threads())")
+}
+
+/// Sleeps wake in deadline order, never early; equal deadlines fire in the order added.
+func timers() async {
+    let start = MonotonicClock.nanoseconds()
+    await withTaskGroup(of: Void.self) { group in
+        for wait in [30, 10, 20] {
+            group.addTask {
+                try? await EventLoopExecutor.sleep(for: .milliseconds(wait))
+                line("slept \(wait) ms, early=\(milliseconds(since: start) < UInt64(wait))")
+            }
+        }
+    }
+    let deadline = MonotonicClock.nanoseconds() + 5_000_000
+    for id in 1...3 {
+        _ = cvigil_loop_add_timer(
+            deadline,
+            { context in line("timer \(Int(bitPattern: context))") },
+            UnsafeMutableRawPointer(bitPattern: id)
+        )
+    }
+    try? await EventLoopExecutor.sleep(for: .milliseconds(10))
+    line("pending timers=\(EventLoopExecutor.pendingTimers) threads=\(threads())")
+}
+
+/// A cancelled sleep ends at once and leaves no timer behind.
+func cancel() async {
+    let start = MonotonicClock.nanoseconds()
+    let sleeper = Task {
+        do {
+            try await EventLoopExecutor.sleep(for: .seconds(3600))
+            line("woke")
+        } catch {
+            line("\(type(of: error)) after less than a second: \(milliseconds(since: start) < 1000)")
+        }
+    }
+    try? await EventLoopExecutor.sleep(for: .milliseconds(10))
+    line("pending timers=\(EventLoopExecutor.pendingTimers)")
+    sleeper.cancel()
+    await sleeper.value
+    line("pending timers=\(EventLoopExecutor.pendingTimers)")
+    let cancelledFirst = Task {
+        withUnsafeCurrentTask { $0?.cancel() }
+        do {
+            try await EventLoopExecutor.sleep(for: .seconds(3600))
+        } catch {
+            line("cancelled before sleeping: \(type(of: error))")
+        }
+    }
+    await cancelledFirst.value
+    let id = cvigil_loop_add_timer(MonotonicClock.nanoseconds() + 3_600_000_000_000, { _ in line("fired") }, nil)
+    line("cancel=\(cvigil_loop_cancel_timer(id)) again=\(cvigil_loop_cancel_timer(id))")
+    line("pending timers=\(EventLoopExecutor.pendingTimers)")
+}
+
+/// The loop returns the body's result once the body returns: jobs already queued run first,
+/// timers still waiting do not hold it.
+func stop() async -> Int32 {
+    Task.detached { try? await EventLoopExecutor.sleep(for: .seconds(3600)) }
+    Task { line("queued job ran") }
+    return 7
+}
+
+/// Signals arrive from the signalfd on the loop thread, one per kill, including one sent while
+/// it was blocked before anyone watched; after cancel, a signal stays blocked and pending.
+func signals() async {
+    var hangup = sigset_t()
+    sigemptyset(&hangup)
+    sigaddset(&hangup, SIGHUP)
+    sigprocmask(SIG_BLOCK, &hangup, nil)
+    kill(getpid(), SIGHUP)
+    let (stream, delivered) = AsyncStream<String>.makeStream()
+    let watch = SignalWatch(signals: [SIGHUP, SIGUSR1, SIGUSR2]) { signal in
+        delivered.yield("signal \(signal) \(whereAmI())")
+    }
+    var deliveries = stream.makeAsyncIterator()
+    line("sent before watching: \(await deliveries.next() ?? "none")")
+    for signal in [SIGUSR2, SIGUSR1] {
+        kill(getpid(), signal)
+        line(await deliveries.next() ?? "none")
+    }
+    watch.cancel()
+    kill(getpid(), SIGUSR1)
+    var pending = sigset_t()
+    sigpending(&pending)
+    line("after cancel: SIGUSR1 pending=\(sigismember(&pending, SIGUSR1) == 1)")
+    line("threads=\(threads())")
+}
+
+/// Task.sleep does not reach the loop: it is not on the loop's timer heap while it waits, and
+/// it starts Dispatch's threads. EventLoopExecutor.sleep stays on the loop's one thread.
+func taskSleep() async {
+    try? await EventLoopExecutor.sleep(for: .milliseconds(5))
+    line("EventLoopExecutor.sleep: threads=\(threads())")
+    let sleeper = Task { try? await Task.sleep(for: .milliseconds(50)) }
+    // The sleeper's first job runs before this one resumes (one FIFO queue).
+    await Task.yield()
+    line("during Task.sleep: pending timers=\(EventLoopExecutor.pendingTimers)")
+    await sleeper.value
+    line("Task.sleep: more threads=\(threads() > 1), resumed \(whereAmI())")
+}
+
+/// Without the takeover, `run` runs the body on the default executor and returns its result.
+func defaultExecutor() -> Int32 {
+    EventLoopExecutor.run(takingOver: false) { () async -> Int32 in
+        try? await EventLoopExecutor.sleep(for: .milliseconds(5))
+        line("installed=\(EventLoopExecutor.isInstalled)")
+        return 3
+    }
+}
+
+/// The loop claims the runtime hook only when no one else has: a hook already set stays, and
+/// the install reports failure.
+func refused() {
+    guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "swift_task_enqueueGlobal_hook") else {
+        line("no swift_task_enqueueGlobal_hook")
+        return
+    }
+    let hook = symbol.assumingMemoryBound(to: UnsafeRawPointer?.self)
+    let theirs = UnsafeRawPointer(bitPattern: 0x1000)
+    hook.pointee = theirs
+    line(
+        "install=\(cvigil_loop_install()) theirs kept=\(hook.pointee == theirs) installed=\(EventLoopExecutor.isInstalled)"
+    )
+    hook.pointee = nil
+    line("after theirs is gone: install=\(cvigil_loop_install()) installed=\(EventLoopExecutor.isInstalled)")
+}
+
+let scenario = CommandLine.arguments.dropFirst().first ?? ""
+switch scenario {
+case "order": EventLoopExecutor.run { await order() }
+case "timers": EventLoopExecutor.run { await timers() }
+case "cancel": EventLoopExecutor.run { await cancel() }
+case "stop":
+    let status = EventLoopExecutor.run { await stop() }
+    line("returned \(status)")
+    exit(status)
+case "signals": EventLoopExecutor.run { await signals() }
+case "task-sleep": EventLoopExecutor.run { await taskSleep() }
+case "default-executor": line("returned \(defaultExecutor())")
+case "refused": refused()
+default:
+    line("unknown scenario '\(scenario)'")
+    exit(2)
+}
