@@ -1,32 +1,47 @@
 import Logging
 import Synchronization
 
-/// The mediator's shared core: pending requests, the doorbell that wakes the event loop, and
-/// the outlets (service manager, observers). Requests may come from any thread (signal
+/// The mediator's shared core: its one ``State``, the doorbell that wakes the event loop, and
+/// the outlets (service manager, observers). Events may be requested from any thread (signal
 /// handlers, listeners, the watchdog); the loop in ``ListenerGroup`` takes them one at a time.
 final class MediatorCore: Sendable {
-    enum Phase: Sendable { case idle, starting, running, stopping, stopped }
-
-    struct State {
-        var phase = Phase.idle
+    /// What waits for the loop while the daemon starts or runs.
+    struct Pending {
+        /// Start-up has not run yet (it is the first event, unless a stop request came first).
+        var start = true
         /// Reload requested; any number of requests while one is pending collapse into it.
-        var reloadRequested = false
+        var reload = false
         /// User signals requested, each at most once while pending (standard signals coalesce).
         var userSignals: [ProcessSignal] = []
-        var termination: TerminationReason?
-        var terminationTaken = false
-        /// A second stop request arrived: skip the remaining budgets.
-        var urgent = false
-        var interruption: (@Sendable () -> Void)?
+        /// Health probes waiting for an answer, by id.
         var probes: [Int: @Sendable (Bool) -> Void] = [:]
-        var nextProbe = 0
+    }
+
+    /// The mediator's state, in the manner of swift-service-lifecycle's `ServiceGroup`: one
+    /// enum, each case holding what only that stage needs.
+    enum State {
+        /// Starting or running: requests wait in `Pending` until the loop takes them.
+        case active(Pending)
+        /// A stop was requested; the loop takes it after the event at hand. `urgent` once a
+        /// second stop request came.
+        case stopRequested(TerminationReason, urgent: Bool)
+        /// Listeners are stopping (`STOPPING=1` was sent, or start-up failed). `interruption`
+        /// is what a second stop request cuts short (the hook running).
+        case stopping(urgent: Bool, interruption: (@Sendable () -> Void)?)
+        /// Every listener stopped; the loop returned or is returning.
+        case stopped
+    }
+
+    private struct Guarded {
+        var state = State.active(Pending())
         var generation = 1
+        var nextProbe = 0
     }
 
     let notifier: any ServiceManagerNotifier
     let observers: [any LifecycleObserver]
     let logger: Logger
-    private let state = Mutex(State())
+    private let guarded = Mutex(Guarded())
     let doorbell: AsyncStream<Void>
     private let bell: AsyncStream<Void>.Continuation
 
@@ -56,104 +71,182 @@ final class MediatorCore: Sendable {
 
     // MARK: requests (any thread)
 
-    var generation: Int { state.withLock { $0.generation } }
+    var generation: Int { guarded.withLock { $0.generation } }
 
-    func setPhase(_ phase: Phase) { state.withLock { $0.phase = phase } }
+    func commitGeneration(_ generation: Int) { guarded.withLock { $0.generation = generation } }
 
-    func commitGeneration(_ generation: Int) { state.withLock { $0.generation = generation } }
-
-    func requestReload() {
-        let ring = state.withLock { state -> Bool in
-            guard state.termination == nil else { return false }
-            state.reloadRequested = true
-            return true
-        }
-        if ring { bell.yield() }
-    }
-
-    func requestUserSignal(_ signal: ProcessSignal) {
-        let ring = state.withLock { state -> Bool in
-            guard state.termination == nil else { return false }
-            if !state.userSignals.contains(signal) { state.userSignals.append(signal) }
-            return true
-        }
-        if ring { bell.yield() }
-    }
-
-    func requestTermination(_ reason: TerminationReason) {
-        let interruption = state.withLock { state -> (@Sendable () -> Void)? in
-            if state.termination == nil {
-                state.termination = reason
-                return nil
+    /// Asks the loop for `event`: a signal's, a listener's or the daemon's request. Reloads
+    /// and user signals are dropped once a stop was requested; a second stop request makes the
+    /// stop urgent (the remaining budgets are skipped, the running hook is cut short).
+    func request(_ event: LifecycleEvent) {
+        var interruption: (@Sendable () -> Void)?
+        var unanswered: [@Sendable (Bool) -> Void] = []
+        let ring = guarded.withLock { guarded -> Bool in
+            switch (event.wrapped, guarded.state) {
+            case (.terminate(let reason), .active(let pending)):
+                guarded.state = .stopRequested(reason, urgent: false)
+                // A stopping daemon is not healthy: waiting probes hear so now.
+                unanswered = Array(pending.probes.values)
+                return true
+            case (.terminate, .stopRequested(let reason, _)):
+                guarded.state = .stopRequested(reason, urgent: true)
+                return true
+            case (.terminate, .stopping(_, let cut)):
+                guarded.state = .stopping(urgent: true, interruption: cut)
+                interruption = cut
+                return true
+            case (.reload, .active(var pending)):
+                guarded.state = .stopped  // no copy of `pending` while it changes
+                pending.reload = true
+                guarded.state = .active(pending)
+                return true
+            case (.userSignal(let signal), .active(var pending)):
+                guarded.state = .stopped
+                if !pending.userSignals.contains(signal) { pending.userSignals.append(signal) }
+                guarded.state = .active(pending)
+                return true
+            case (.terminate, .stopped), (.reload, _), (.userSignal, _), (.start, _), (.healthProbe, _):
+                // Start is the loop's first event, not a request; probes come with an answer.
+                return false
             }
-            state.urgent = true
-            return state.interruption
         }
         interruption?()
-        bell.yield()
+        for probe in unanswered { probe(false) }
+        if ring { bell.yield() }
     }
 
     /// Asks the loop to answer a health probe; `answer` is called once, with `false` if the
     /// daemon is stopping.
     func requestProbe(_ answer: @escaping @Sendable (Bool) -> Void) -> Int? {
-        let id = state.withLock { state -> Int? in
-            guard state.termination == nil, state.phase != .stopped else { return nil }
-            state.nextProbe += 1
-            state.probes[state.nextProbe] = answer
-            return state.nextProbe
+        let id = guarded.withLock { guarded -> Int? in
+            guard case .active(var pending) = guarded.state else { return nil }
+            guarded.state = .stopped
+            guarded.nextProbe += 1
+            pending.probes[guarded.nextProbe] = answer
+            guarded.state = .active(pending)
+            return guarded.nextProbe
         }
         if id == nil { answer(false) } else { bell.yield() }
         return id
     }
 
     func cancelProbe(_ id: Int) {
-        _ = state.withLock { $0.probes.removeValue(forKey: id) }
-    }
-
-    func takeProbes() -> [@Sendable (Bool) -> Void] {
-        state.withLock { state in
-            defer { state.probes.removeAll() }
-            return Array(state.probes.values)
+        guarded.withLock { guarded in
+            guard case .active(var pending) = guarded.state else { return }
+            guarded.state = .stopped
+            pending.probes[id] = nil
+            guarded.state = .active(pending)
         }
     }
 
-    var isUrgent: Bool { state.withLock { $0.urgent } }
+    func takeProbes() -> [@Sendable (Bool) -> Void] {
+        guarded.withLock { guarded in
+            guard case .active(var pending) = guarded.state else { return [] }
+            guarded.state = .stopped
+            defer { guarded.state = .active(pending) }
+            defer { pending.probes.removeAll() }
+            return Array(pending.probes.values)
+        }
+    }
 
-    var isStopping: Bool { state.withLock { $0.phase == .stopping || $0.phase == .stopped } }
+    /// `true` once a second stop request came.
+    var isUrgent: Bool {
+        guarded.withLock { guarded in
+            switch guarded.state {
+            case .stopRequested(_, let urgent), .stopping(let urgent, _): urgent
+            case .active, .stopped: false
+            }
+        }
+    }
 
-    var terminationRequested: Bool { state.withLock { $0.termination != nil } }
+    /// `true` once listeners are stopping (or start-up failed), and after.
+    var isStopping: Bool {
+        guarded.withLock { guarded in
+            switch guarded.state {
+            case .stopping, .stopped: true
+            case .active, .stopRequested: false
+            }
+        }
+    }
+
+    /// `true` once a stop was requested (or start-up failed).
+    var terminationRequested: Bool {
+        guarded.withLock { guarded in
+            if case .active = guarded.state { false } else { true }
+        }
+    }
+
+    /// Start-up failed: listeners stop without a stop request.
+    func beginStopping() {
+        let probes = guarded.withLock { guarded -> [@Sendable (Bool) -> Void] in
+            switch guarded.state {
+            case .active(let pending):
+                guarded.state = .stopping(urgent: false, interruption: nil)
+                return Array(pending.probes.values)
+            case .stopRequested(_, let urgent):
+                guarded.state = .stopping(urgent: urgent, interruption: nil)
+                return []
+            case .stopping, .stopped:
+                return []
+            }
+        }
+        for probe in probes { probe(false) }
+    }
 
     /// Registers what a second stop request should cut short; runs it at once when that request
     /// already came.
     func setInterruption(_ interruption: (@Sendable () -> Void)?) {
-        let now = state.withLock { state -> Bool in
-            state.interruption = interruption
-            return state.urgent
+        let now = guarded.withLock { guarded -> Bool in
+            guard case .stopping(let urgent, _) = guarded.state else { return false }
+            guarded.state = .stopping(urgent: urgent, interruption: interruption)
+            return urgent
         }
         if now, let interruption { interruption() }
     }
 
-    /// The next event to handle: stopping first, then health probes, reloads, user signals.
+    /// The next event to handle: stopping first, then start, health probes, reloads, user
+    /// signals. Taking a stop moves the state to ``State/stopping(urgent:interruption:)``.
     func nextEvent() -> LifecycleEvent? {
-        state.withLock { state in
-            if let reason = state.termination, !state.terminationTaken {
-                state.terminationTaken = true
+        guarded.withLock { guarded -> LifecycleEvent? in
+            switch guarded.state {
+            case .stopRequested(let reason, let urgent):
+                guarded.state = .stopping(urgent: urgent, interruption: nil)
                 return .terminate(reason)
+            case .active(var pending):
+                if pending.start {
+                    guarded.state = .stopped
+                    pending.start = false
+                    guarded.state = .active(pending)
+                    return .start
+                }
+                if !pending.probes.isEmpty { return .healthProbe }
+                if pending.reload {
+                    guarded.state = .stopped
+                    pending.reload = false
+                    guarded.state = .active(pending)
+                    return .reload
+                }
+                if !pending.userSignals.isEmpty {
+                    guarded.state = .stopped
+                    let signal = pending.userSignals.removeFirst()
+                    guarded.state = .active(pending)
+                    return .userSignal(signal)
+                }
+                return nil
+            case .stopping, .stopped:
+                return nil
             }
-            if state.termination != nil { return nil }
-            if !state.probes.isEmpty { return .healthProbe }
-            if state.reloadRequested {
-                state.reloadRequested = false
-                return .reload
-            }
-            if !state.userSignals.isEmpty { return .userSignal(state.userSignals.removeFirst()) }
-            return nil
         }
     }
 
+    /// Every listener stopped: answers waiting probes and ends the doorbell.
     func finish() {
-        setPhase(.stopped)
-        for probe in takeProbes() { probe(false) }
+        let probes = guarded.withLock { guarded -> [@Sendable (Bool) -> Void] in
+            defer { guarded.state = .stopped }
+            if case .active(let pending) = guarded.state { return Array(pending.probes.values) }
+            return []
+        }
+        for probe in probes { probe(false) }
         bell.finish()
     }
 }
