@@ -10,24 +10,35 @@ enum HookOutcome<Value: Sendable>: Sendable {
     case interrupted
 }
 
-/// One event's hooks, called in order: what ``MediatorCore/runHooks(count:extendAfter:interruptible:timed:budget:hook:settle:)``
-/// needs from its caller.
-struct HookSequence<Value: Sendable>: Sendable {
-    /// How many hooks there are.
-    var count: Int
+extension HookOutcome {
+    /// The hook returned (whatever it returned).
+    var returned: Bool {
+        if case .returned = self { true } else { false }
+    }
+}
+
+/// One event's hooks, called in order: what ``ListenerGroup/Core/runHooks(_:)`` needs from its caller.
+struct HookSequence<Step: Sendable, Value: Sendable>: Sendable {
+    /// Whose hooks, in the order they are called (listeners, start-up commands).
+    var steps: [Step]
     /// After this long, a hook that is still running asks the service manager for more time.
     var extendAfter: Duration? = nil
     /// A second stop request abandons the running hook at once.
     var interruptible = false
     /// Whether `settle` is told how long each hook ran (a clock read before and after each).
     var timed = false
-    /// Hook `i`'s budget.
-    var budget: @Sendable (Int) -> Duration
-    /// Calls hook `i`.
-    var hook: @Sendable (Int) async throws -> Value
-    /// Told every outcome in order, with the hook's duration when `timed` (or when it overran);
-    /// returns whether to go on to the next hook.
-    var settle: @Sendable (Int, HookOutcome<Value>, Duration?) -> Bool
+    /// Whether `settle` hears hooks that returned; without, it hears failures only (and every
+    /// hook when `timed`), and a hook that returned goes on to the next.
+    var settlesReturns = true
+    /// A step's budget.
+    var budget: @Sendable (Step) -> Duration
+    /// Calls a step's hook.
+    var hook: @Sendable (Step) async throws -> Value
+    /// Told outcomes in order (see `settlesReturns`), with the hook's duration when `timed`
+    /// (or when it overran); returns whether to go on to the next hook.
+    var settle: @Sendable (Step, HookOutcome<Value>, Duration?) -> Bool
+
+    var count: Int { steps.count }
 }
 
 /// A walk over a ``HookSequence`` in one task, called inline one hook after the other.
@@ -38,7 +49,7 @@ struct HookSequence<Value: Sendable>: Sendable {
 /// checks the deadline of whichever hook is running: a hook that outlives its budget (or a
 /// second stop request, when interruptible) ends the walk's turn — the walk is cancelled and
 /// abandoned with the hung hook in it, and the mediator goes on with the next hook in a new walk.
-private final class HookWalk<Value: Sendable>: Sendable {
+private final class HookWalk<Step: Sendable, Value: Sendable>: Sendable {
     enum End: Sendable {
         /// Every hook up to `next` ran and was settled; the walk stopped there.
         case finished(next: Int)
@@ -63,12 +74,12 @@ private final class HookWalk<Value: Sendable>: Sendable {
         var waiter: CheckedContinuation<Void, Never>?
     }
 
-    let hooks: HookSequence<Value>
+    let hooks: HookSequence<Step, Value>
     private let extend: @Sendable (Duration) -> Void
     private let state: Mutex<State>
 
     /// A walk from hook `first` on; `extend` asks the service manager for more time.
-    init(_ hooks: HookSequence<Value>, from first: Int, extend: @escaping @Sendable (Duration) -> Void) {
+    init(_ hooks: HookSequence<Step, Value>, from first: Int, extend: @escaping @Sendable (Duration) -> Void) {
         self.hooks = hooks
         self.extend = extend
         self.state = Mutex(State(current: first))
@@ -79,10 +90,11 @@ private final class HookWalk<Value: Sendable>: Sendable {
     func walk(from first: Int) async {
         var index = first
         while index < hooks.count {
+            let step = hooks.steps[index]
             let began = hooks.timed ? ContinuousClock.now : nil
             let outcome: HookOutcome<Value>
             do {
-                outcome = .returned(try await hooks.hook(index))
+                outcome = .returned(try await hooks.hook(step))
             } catch {
                 outcome = .threw(error)
             }
@@ -97,9 +109,10 @@ private final class HookWalk<Value: Sendable>: Sendable {
             // Abandoned: the watcher settled this hook already; the mediator went on without us.
             if abandoned { return }
             if watched, next < hooks.count { nextHookBegins(next) }
-            let goOn = hooks.settle(index, outcome, began.map { .now - $0 })
             index = next
-            if !goOn { break }
+            if hooks.settlesReturns || began != nil || !outcome.returned {
+                if !hooks.settle(step, outcome, began.map { .now - $0 }) { break }
+            }
         }
         let stoppedAt = index
         let (waiter, watcher) = state.withLock { state in
@@ -128,7 +141,7 @@ private final class HookWalk<Value: Sendable>: Sendable {
     /// Hook `index` begins in a watched walk: its deadline counts from now, and the watcher
     /// wakes earlier if that deadline (or its time to ask for more) comes first.
     private func nextHookBegins(_ index: Int) {
-        var due = hooks.budget(index)
+        var due = hooks.budget(hooks.steps[index])
         if let after = hooks.extendAfter { due = min(due, after) }
         let sooner = state.withLock { state -> Bool in
             guard state.end == nil, state.current == index, let began = state.began else { return false }
@@ -180,7 +193,7 @@ private final class HookWalk<Value: Sendable>: Sendable {
             let now = ContinuousClock.now
             let next = state.withLock { state -> WatchStep in
                 guard state.end == nil, let began = state.began else { return .stop }
-                let budget = hooks.budget(state.current)
+                let budget = hooks.budget(hooks.steps[state.current])
                 if now >= began + budget { return .overran(state.current, budget) }
                 var wake = began + budget
                 if let after = hooks.extendAfter, after < budget, state.extended != state.current {
@@ -211,7 +224,7 @@ private final class HookWalk<Value: Sendable>: Sendable {
     }
 }
 
-extension MediatorCore {
+extension ListenerGroup.Core {
     /// Calls the hooks of `hooks` in order, each within its budget, isolated from the mediator;
     /// returns the index of the first hook not called (`count` when every hook ran).
     ///
@@ -222,7 +235,7 @@ extension MediatorCore {
     /// here: one walk per event (more only after an abandoned hook) and, once a hook suspends,
     /// a watcher for the rest of the event (a new one only when a later hook's deadline comes
     /// sooner).
-    func runHooks<Value: Sendable>(_ hooks: HookSequence<Value>) async -> Int {
+    func runHooks<Step: Sendable, Value: Sendable>(_ hooks: HookSequence<Step, Value>) async -> Int {
         var next = 0
         while next < hooks.count {
             let first = next
@@ -244,7 +257,7 @@ extension MediatorCore {
             case .abandoned(let index, let outcome)?:
                 task.cancel()
                 let duration: Duration? = if case .overran(let budget) = outcome { budget } else { nil }
-                guard hooks.settle(index, outcome, duration) else { return index + 1 }
+                guard hooks.settle(hooks.steps[index], outcome, duration) else { return index + 1 }
                 next = index + 1
             case nil:
                 preconditionFailure("a hook walk ended without an end")

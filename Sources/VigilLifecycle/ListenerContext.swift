@@ -10,14 +10,14 @@ public final class ListenerContext: Sendable {
     /// The daemon's logger.
     public let logger: Logger
 
-    let core: MediatorCore
+    let core: ListenerGroup.Core
     private let budgetsByListener: [String: ListenerBudgets]
     private let defaultBudgets: ListenerBudgets
 
     init(
         values: ValueStore,
         logger: Logger,
-        core: MediatorCore,
+        core: ListenerGroup.Core,
         budgets: [String: ListenerBudgets] = [:],
         defaultBudgets: ListenerBudgets = ListenerBudgets()
     ) {

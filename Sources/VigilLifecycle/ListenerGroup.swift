@@ -94,7 +94,7 @@ public final class ListenerGroup: Service {
 
     private let commands: [any StartupCommand]
     private let configuration: Configuration
-    private let core: MediatorCore
+    private let core: ListenerGroup.Core
     private let metrics: LifecycleMetrics
     private let started = Mutex(false)
     /// Each listener's budgets as enforced (its own or the defaults, health capped).
@@ -122,7 +122,7 @@ public final class ListenerGroup: Service {
         self.listeners = try DependencyOrder.sort(listeners, name: \.name, dependencies: \.dependencies)
         self.commands = startupCommands
         self.configuration = configuration
-        self.core = MediatorCore(
+        self.core = Core(
             notifier: configuration.notifier,
             observers: configuration.observers,
             logger: configuration.logger
@@ -278,62 +278,71 @@ public final class ListenerGroup: Service {
         }
     }
 
-    /// Calls one hook of each listener in `listeners`, in that order, each within its budget,
-    /// timed and counted (``LifecycleMetrics``); `settle` hears each outcome in order and says
-    /// whether to go on. Returns how many hooks were called.
+    /// Calls one hook of each step in `steps` (listeners, start-up commands), in that order,
+    /// each within its budget, timed and counted (``LifecycleMetrics``); `settle` hears the
+    /// outcomes in order (only failures unless `settlesReturns`) and says whether to go on.
+    /// Returns how many hooks were called.
+    @discardableResult
+    private func runHooks<Step: Sendable, Value: Sendable>(
+        _ kind: LifecycleMetrics.Hook,
+        of steps: [Step],
+        name: @escaping @Sendable (Step) -> String,
+        budget: @escaping @Sendable (Step) -> Duration,
+        extendAfter: Duration? = nil,
+        interruptible: Bool = false,
+        settlesReturns: Bool = false,
+        _ call: @escaping @Sendable (Step) async throws -> Value,
+        settle: @escaping @Sendable (Step, HookOutcome<Value>) -> Bool
+    ) async -> Int {
+        let metrics = self.metrics
+        return await core.runHooks(
+            HookSequence(
+                steps: steps,
+                extendAfter: extendAfter,
+                interruptible: interruptible,
+                timed: metrics.timesHooks,
+                settlesReturns: settlesReturns,
+                budget: budget,
+                hook: call,
+                settle: { step, outcome, duration in
+                    if let duration, let timer = metrics.timer(name(step), kind) {
+                        timer.recordNanoseconds(Int64(clamping: duration.nanoseconds))
+                    }
+                    switch outcome {
+                    case .returned: if !settlesReturns { return true }
+                    case .threw: metrics.hookFailed(name(step), kind, kind: "threw")
+                    case .overran: metrics.hookFailed(name(step), kind, kind: "overran")
+                    case .interrupted: metrics.hookFailed(name(step), kind, kind: "interrupted")
+                    }
+                    return settle(step, outcome)
+                }
+            )
+        )
+    }
+
+    /// ``runHooks(_:of:name:budget:extendAfter:interruptible:settlesReturns:_:settle:)`` for
+    /// listeners, each within its own budget for the hook.
+    @discardableResult
     private func runHooks<Value: Sendable>(
         _ kind: LifecycleMetrics.Hook,
         of listeners: [any Listener],
         budget: @escaping @Sendable (ListenerBudgets) -> Duration,
         extendAfter: Duration? = nil,
         interruptible: Bool = false,
+        settlesReturns: Bool = false,
         _ call: @escaping @Sendable (any Listener) async throws -> Value,
-        settle: @escaping @Sendable (any Listener, HookOutcome<Value>) -> Bool = { _, _ in true }
+        settle: @escaping @Sendable (any Listener, HookOutcome<Value>) -> Bool
     ) async -> Int {
         await runHooks(
             kind,
-            count: listeners.count,
-            name: { listeners[$0].name },
-            budget: { [self] in budget(budgets(listeners[$0])) },
+            of: listeners,
+            name: { $0.name },
+            budget: { [self] in budget(budgets($0)) },
             extendAfter: extendAfter,
             interruptible: interruptible,
-            { try await call(listeners[$0]) },
-            settle: { settle(listeners[$0], $1) }
-        )
-    }
-
-    private func runHooks<Value: Sendable>(
-        _ kind: LifecycleMetrics.Hook,
-        count: Int,
-        name: @escaping @Sendable (Int) -> String,
-        budget: @escaping @Sendable (Int) -> Duration,
-        extendAfter: Duration?,
-        interruptible: Bool,
-        _ call: @escaping @Sendable (Int) async throws -> Value,
-        settle: @escaping @Sendable (Int, HookOutcome<Value>) -> Bool
-    ) async -> Int {
-        let metrics = self.metrics
-        return await core.runHooks(
-            HookSequence(
-                count: count,
-                extendAfter: extendAfter,
-                interruptible: interruptible,
-                timed: metrics.timesHooks,
-                budget: budget,
-                hook: call,
-                settle: { index, outcome, duration in
-                    if let duration, let timer = metrics.timer(name(index), kind) {
-                        timer.recordNanoseconds(Int64(clamping: duration.nanoseconds))
-                    }
-                    switch outcome {
-                    case .returned: break
-                    case .threw: metrics.hookFailed(name(index), kind, kind: "threw")
-                    case .overran: metrics.hookFailed(name(index), kind, kind: "overran")
-                    case .interrupted: metrics.hookFailed(name(index), kind, kind: "interrupted")
-                    }
-                    return settle(index, outcome)
-                }
-            )
+            settlesReturns: settlesReturns,
+            call,
+            settle: settle
         )
     }
 
@@ -375,19 +384,25 @@ public final class ListenerGroup: Service {
         let core = self.core
         let ran = await runHooks(
             .start,
-            count: core.terminationRequested ? 0 : commands.count,
-            name: { commands[$0].name },
+            of: core.terminationRequested ? [] : commands,
+            name: { $0.name },
             budget: { _ in budget },
             extendAfter: extend,
-            interruptible: false,
-            { try await commands[$0].run(context: context) },
-            settle: { index, outcome in
-                failure.record(commands[index].name, outcome, budget: "start") && !core.terminationRequested
-            }
-        )
+            settlesReturns: true
+        ) { command in
+            try await command.run(context: context)
+        } settle: { command, outcome in
+            failure.record(command.name, outcome, budget: "start") && !core.terminationRequested
+        }
         if let failed = failure.value { try await failStart(failed, started: []) }
         guard ran == commands.count, !core.terminationRequested else { return [] }
-        let started = await runHooks(.start, of: listeners, budget: \.start, extendAfter: extend) { listener in
+        let started = await runHooks(
+            .start,
+            of: core.terminationRequested ? [] : listeners,
+            budget: \.start,
+            extendAfter: extend,
+            settlesReturns: true
+        ) { listener in
             try await listener.start(context: context)
         } settle: { listener, outcome in
             failure.record(listener.name, outcome, budget: "start") && !core.terminationRequested
@@ -451,7 +466,8 @@ public final class ListenerGroup: Service {
         core.send([.reloading(monotonicMicroseconds: MonotonicClock.microseconds()), .status("Reloading…")])
         let transaction = ReloadTransaction(generation: current + 1)
         let context = self.context
-        let prepared = await runHooks(.prepareReload, of: listeners, budget: \.reload) { listener in
+        let prepared = await runHooks(.prepareReload, of: listeners, budget: \.reload, settlesReturns: true) {
+            listener in
             try await listener.prepareReload(transaction, context: context)
         } settle: { listener, outcome in
             let rejection: String? =
@@ -493,7 +509,6 @@ public final class ListenerGroup: Service {
         await runHooks(.userSignal, of: listeners, budget: \.userSignal) { listener in
             try await listener.userSignal(signal, context: context)
         } settle: { [self] listener, outcome in
-            if case .returned = outcome { return true }
             report(outcome, listener: listener.name, event: "user signal \(signal)", budget: "user-signal")
             return true
         }
@@ -534,7 +549,8 @@ public final class ListenerGroup: Service {
             of: core.isUrgent ? [] : order,
             budget: \.terminate,
             extendAfter: configuration.extendTimeoutAfter,
-            interruptible: true
+            interruptible: true,
+            settlesReturns: true
         ) { listener in
             try await listener.terminate(reason: reason, context: context)
         } settle: { [self] listener, outcome in
