@@ -176,7 +176,8 @@ private final class HookWalk<Step: Sendable, Value: Sendable>: Sendable {
     /// running (`nil`: whichever is).
     func abandon(_ index: Int?, _ outcome: HookOutcome<Value>) {
         let (waiter, watcher) = state.withLock { state in
-            guard state.end == nil, index == nil || index == state.current else {
+            // Past the last hook the walk is finishing: nothing runs that could be cut short.
+            guard state.end == nil, index == nil || index == state.current, state.current < hooks.count else {
                 return (nil, nil) as (CheckedContinuation<Void, Never>?, Task<Void, Never>?)
             }
             state.end = .abandoned(index: state.current, outcome)
@@ -192,7 +193,7 @@ private final class HookWalk<Step: Sendable, Value: Sendable>: Sendable {
         while true {
             let now = ContinuousClock.now
             let next = state.withLock { state -> WatchStep in
-                guard state.end == nil, let began = state.began else { return .stop }
+                guard state.end == nil, let began = state.began, state.current < hooks.count else { return .stop }
                 let budget = hooks.budget(hooks.steps[state.current])
                 if now >= began + budget { return .overran(state.current, budget) }
                 var wake = began + budget
