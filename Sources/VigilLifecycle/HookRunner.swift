@@ -10,98 +10,260 @@ enum HookOutcome<Value: Sendable>: Sendable {
     case interrupted
 }
 
-/// The first outcome wins, whoever gets there first: the hook, its budget timer, or a second
-/// stop request. It may come before anyone waits for it (a hook that never suspends).
-private final class FirstOutcome<Value: Sendable>: Sendable {
-    private struct State {
-        var continuation: CheckedContinuation<HookOutcome<Value>, Never>?
-        var outcome: HookOutcome<Value>?
-    }
-
-    private let state = Mutex(State())
-
-    /// The outcome if it is already there (then nobody waits for it: the caller does not arm).
-    func takeIfDone() -> HookOutcome<Value>? {
-        state.withLock { $0.outcome }
-    }
-
-    func arm(_ continuation: CheckedContinuation<HookOutcome<Value>, Never>) {
-        let ready = state.withLock { state -> HookOutcome<Value>? in
-            if let outcome = state.outcome { return outcome }
-            state.continuation = continuation
-            return nil
-        }
-        if let ready { continuation.resume(returning: ready) }
-    }
-
-    func resume(_ outcome: HookOutcome<Value>) {
-        let continuation = state.withLock { state -> CheckedContinuation<HookOutcome<Value>, Never>? in
-            guard state.outcome == nil else { return nil }
-            state.outcome = outcome
-            return state.continuation.take()
-        }
-        continuation?.resume(returning: outcome)
+extension HookOutcome {
+    /// The hook returned (whatever it returned).
+    var returned: Bool {
+        if case .returned = self { true } else { false }
     }
 }
 
-extension MediatorCore {
-    /// Runs one hook within `budget`, isolated from the mediator.
-    ///
-    /// The hook runs in its own task so that a hook that ignores cancellation cannot wedge the
-    /// mediator: when the budget runs out the hook is cancelled and abandoned, and the mediator
-    /// moves on. That is the only reason for the unstructured tasks here.
-    ///
-    /// The task starts immediately on the mediator's thread (`Task.immediate`), so a hook that
-    /// returns without suspending (most do) costs one task and no thread hop, and no budget
-    /// timer is ever armed for it. Only a hook that suspends gets a timer.
-    ///
-    /// - Parameters:
-    ///   - extendAfter: when set and the hook is still running after this long, the service
-    ///     manager is told (`EXTEND_TIMEOUT_USEC=`) that the step needs the rest of its budget.
-    ///   - interruptible: a second stop request ends the wait at once.
-    func runHook<Value: Sendable>(
-        budget: Duration,
-        extendAfter: Duration? = nil,
-        interruptible: Bool = false,
-        _ body: @escaping @Sendable () async throws -> Value
-    ) async -> HookOutcome<Value> {
-        let first = FirstOutcome<Value>()
-        let work = Task.immediate {
+/// One event's hooks, called in order: what ``ListenerGroup/Core/runHooks(_:)`` needs from its caller.
+struct HookSequence<Step: Sendable, Value: Sendable>: Sendable {
+    /// Whose hooks, in the order they are called (listeners, start-up commands).
+    var steps: [Step]
+    /// After this long, a hook that is still running asks the service manager for more time.
+    var extendAfter: Duration? = nil
+    /// A second stop request abandons the running hook at once.
+    var interruptible = false
+    /// Whether `settle` is told how long each hook ran (a clock read before and after each).
+    var timed = false
+    /// Whether `settle` hears hooks that returned; without, it hears failures only (and every
+    /// hook when `timed`), and a hook that returned goes on to the next.
+    var settlesReturns = true
+    /// A step's budget.
+    var budget: @Sendable (Step) -> Duration
+    /// Calls a step's hook.
+    var hook: @Sendable (Step) async throws -> Value
+    /// Told outcomes in order (see `settlesReturns`), with the hook's duration when `timed`
+    /// (or when it overran); returns whether to go on to the next hook.
+    var settle: @Sendable (Step, HookOutcome<Value>, Duration?) -> Bool
+
+    var count: Int { steps.count }
+}
+
+/// A walk over a ``HookSequence`` in one task, called inline one hook after the other.
+///
+/// The mediator starts the walk with `Task.immediate`: while no hook suspends (most never do)
+/// the whole event runs on the mediator's thread, in one task, with no timer and no
+/// allocation per hook. Once the walk suspends, the mediator waits for it and one watcher task
+/// checks the deadline of whichever hook is running: a hook that outlives its budget (or a
+/// second stop request, when interruptible) ends the walk's turn — the walk is cancelled and
+/// abandoned with the hung hook in it, and the mediator goes on with the next hook in a new walk.
+private final class HookWalk<Step: Sendable, Value: Sendable>: Sendable {
+    enum End: Sendable {
+        /// Every hook up to `next` ran and was settled; the walk stopped there.
+        case finished(next: Int)
+        /// Hook `index` did not end in time (or was interrupted): the walk was abandoned.
+        case abandoned(index: Int, HookOutcome<Value>)
+    }
+
+    /// What the watcher does next.
+    private enum WatchStep { case stop, overran(Int, Duration), extend(Duration), sleep(Duration) }
+
+    private struct State {
+        /// The hook running, or about to.
+        var current: Int
+        /// When `current` began, once the walk is watched (the clock is read only then).
+        var began: ContinuousClock.Instant?
+        /// When the watcher wakes next.
+        var wake: ContinuousClock.Instant?
+        /// The hook that already asked for more time.
+        var extended: Int?
+        var watcher: Task<Void, Never>?
+        var end: End?
+        var waiter: CheckedContinuation<Void, Never>?
+    }
+
+    let hooks: HookSequence<Step, Value>
+    private let extend: @Sendable (Duration) -> Void
+    private let state: Mutex<State>
+
+    /// A walk from hook `first` on; `extend` asks the service manager for more time.
+    init(_ hooks: HookSequence<Step, Value>, from first: Int, extend: @escaping @Sendable (Duration) -> Void) {
+        self.hooks = hooks
+        self.extend = extend
+        self.state = Mutex(State(current: first))
+    }
+
+    /// Calls the hooks from `first` on, until one says stop, the last returned, or the walk
+    /// is abandoned.
+    func walk(from first: Int) async {
+        var index = first
+        while index < hooks.count {
+            let step = hooks.steps[index]
+            let began = hooks.timed ? ContinuousClock.now : nil
+            let outcome: HookOutcome<Value>
             do {
-                first.resume(.returned(try await body()))
+                outcome = .returned(try await hooks.hook(step))
             } catch {
-                first.resume(.threw(error))
+                outcome = .threw(error)
+            }
+            let next = index + 1
+            let (abandoned, watched) = state.withLock { state -> (Bool, Bool) in
+                guard state.end == nil else { return (true, false) }
+                state.current = next
+                guard state.began != nil else { return (false, false) }
+                state.began = .now
+                return (false, true)
+            }
+            // Abandoned: the watcher settled this hook already; the mediator went on without us.
+            if abandoned { return }
+            if watched, next < hooks.count { nextHookBegins(next) }
+            index = next
+            if hooks.settlesReturns || began != nil || !outcome.returned {
+                if !hooks.settle(step, outcome, began.map { .now - $0 }) { break }
             }
         }
-        if let outcome = first.takeIfDone() { return outcome }
-        var timer: Task<Void, Never>?
-        let outcome = await withCheckedContinuation { continuation in
-            first.arm(continuation)
-            timer = Task {
-                do {
-                    var remaining = budget
-                    if let extendAfter, extendAfter < budget {
-                        try await EventLoopExecutor.sleep(for: extendAfter)
-                        remaining = budget - extendAfter
+        let stoppedAt = index
+        let (waiter, watcher) = state.withLock { state in
+            guard state.end == nil else { return (nil, nil) as (CheckedContinuation<Void, Never>?, Task<Void, Never>?) }
+            state.end = .finished(next: stoppedAt)
+            return (state.waiter.take(), state.watcher.take())
+        }
+        watcher?.cancel()
+        waiter?.resume()
+    }
+
+    /// The end, when the walk already ended (it never suspended, or it ended meanwhile).
+    var end: End? { state.withLock { $0.end } }
+
+    /// From now on the running hook's budget counts (from now: the time it ran before it
+    /// suspended was the mediator's own), and so does every later hook's, under one watcher.
+    func startWatching() {
+        let watching = state.withLock { state -> Bool in
+            guard state.end == nil else { return false }
+            state.began = .now
+            return true
+        }
+        if watching { restartWatcher() }
+    }
+
+    /// Hook `index` begins in a watched walk: its deadline counts from now, and the watcher
+    /// wakes earlier if that deadline (or its time to ask for more) comes first.
+    private func nextHookBegins(_ index: Int) {
+        var due = hooks.budget(hooks.steps[index])
+        if let after = hooks.extendAfter { due = min(due, after) }
+        let sooner = state.withLock { state -> Bool in
+            guard state.end == nil, state.current == index, let began = state.began else { return false }
+            return state.wake.map { began + due < $0 } ?? true
+        }
+        if sooner { restartWatcher() }
+    }
+
+    private func restartWatcher() {
+        let watcher = Task.immediate { await self.watch() }
+        let previous = state.withLock { state -> Task<Void, Never>? in
+            defer { state.watcher = state.end == nil ? watcher : nil }
+            return state.watcher
+        }
+        previous?.cancel()
+        if end != nil { watcher.cancel() }
+    }
+
+    /// Waits for the end.
+    func wait() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let ended = state.withLock { state -> Bool in
+                if state.end != nil { return true }
+                state.waiter = continuation
+                return false
+            }
+            if ended { continuation.resume() }
+        }
+    }
+
+    /// Ends the walk's turn with `outcome` for hook `index`, if that hook is still the one
+    /// running (`nil`: whichever is).
+    func abandon(_ index: Int?, _ outcome: HookOutcome<Value>) {
+        let (waiter, watcher) = state.withLock { state in
+            // Past the last hook the walk is finishing: nothing runs that could be cut short.
+            guard state.end == nil, index == nil || index == state.current, state.current < hooks.count else {
+                return (nil, nil) as (CheckedContinuation<Void, Never>?, Task<Void, Never>?)
+            }
+            state.end = .abandoned(index: state.current, outcome)
+            return (state.waiter.take(), state.watcher.take())
+        }
+        watcher?.cancel()
+        waiter?.resume()
+    }
+
+    /// Watches the deadline of whichever hook is running until the walk ends or this task is
+    /// cancelled; asks for more time (`EXTEND_TIMEOUT_USEC=`) once per slow hook.
+    private func watch() async {
+        while true {
+            let now = ContinuousClock.now
+            let next = state.withLock { state -> WatchStep in
+                guard state.end == nil, let began = state.began, state.current < hooks.count else { return .stop }
+                let budget = hooks.budget(hooks.steps[state.current])
+                if now >= began + budget { return .overran(state.current, budget) }
+                var wake = began + budget
+                if let after = hooks.extendAfter, after < budget, state.extended != state.current {
+                    if now >= began + after {
+                        state.extended = state.current
                         // Ask for the rest of the budget plus a second of slack.
-                        self.send([.extendTimeout(microseconds: (remaining + .seconds(1)).microseconds)])
+                        return .extend(budget - after + .seconds(1))
                     }
-                    try await EventLoopExecutor.sleep(for: remaining)
-                    first.resume(.overran(budget))
+                    wake = began + after
+                }
+                state.wake = wake
+                return .sleep(wake - now)
+            }
+            switch next {
+            case .stop: return
+            case .overran(let index, let budget):
+                abandon(index, .overran(budget))
+                return
+            case .extend(let more): extend(more)
+            case .sleep(let duration):
+                do {
+                    try await EventLoopExecutor.sleep(for: duration)
                 } catch {
-                    // Cancelled: the hook finished first.
+                    return  // cancelled: the walk ended, or a sooner deadline has its own watcher
                 }
             }
-            if interruptible {
-                setInterruption { first.resume(.interrupted) }
+        }
+    }
+}
+
+extension ListenerGroup.Core {
+    /// Calls the hooks of `hooks` in order, each within its budget, isolated from the mediator;
+    /// returns the index of the first hook not called (`count` when every hook ran).
+    ///
+    /// Hooks are called inline in one task per event, so a hook that returns without
+    /// suspending costs a call. A hook that hangs, even one that ignores cancellation, cannot
+    /// wedge the mediator: when its budget runs out it is cancelled and abandoned and the
+    /// mediator goes on with the next hook. That is the only reason for the unstructured tasks
+    /// here: one walk per event (more only after an abandoned hook) and, once a hook suspends,
+    /// a watcher for the rest of the event (a new one only when a later hook's deadline comes
+    /// sooner).
+    func runHooks<Step: Sendable, Value: Sendable>(_ hooks: HookSequence<Step, Value>) async -> Int {
+        var next = 0
+        while next < hooks.count {
+            let first = next
+            let walk = HookWalk(hooks, from: first) { [self] in send([.extendTimeout(microseconds: $0.microseconds)]) }
+            let task = Task.immediate { await walk.walk(from: first) }
+            var end = walk.end
+            if end == nil {
+                if hooks.interruptible {
+                    setInterruption { walk.abandon(nil, .interrupted) }
+                }
+                walk.startWatching()
+                await walk.wait()
+                if hooks.interruptible { setInterruption(nil) }
+                end = walk.end
+            }
+            switch end {
+            case .finished(let stoppedAt)?:
+                return stoppedAt
+            case .abandoned(let index, let outcome)?:
+                task.cancel()
+                let duration: Duration? = if case .overran(let budget) = outcome { budget } else { nil }
+                guard hooks.settle(hooks.steps[index], outcome, duration) else { return index + 1 }
+                next = index + 1
+            case nil:
+                preconditionFailure("a hook walk ended without an end")
             }
         }
-        if interruptible { setInterruption(nil) }
-        timer?.cancel()
-        switch outcome {
-        case .returned, .threw: break
-        case .overran, .interrupted: work.cancel()
-        }
-        return outcome
+        return next
     }
 }

@@ -1,4 +1,9 @@
-/// One thing that happens to a daemon, as its listeners hear it.
+/// One thing asked of a daemon, as the mediator (``ListenerGroup``) takes it and its listeners
+/// hear it: what goes **in**. What comes **out**, once the mediator handled it, is a
+/// ``LifecycleRecord``.
+///
+/// A signal becomes its event at once (``SignalMap/event(for:)``); so do ``ListenerGroup``'s and
+/// ``ListenerContext``'s `request…` methods. ``start`` is the mediator's first event.
 ///
 /// An open set, modelled on `UnixSignal`: a struct around a private enum, so new events can be
 /// added without breaking `switch`es in daemon code.
@@ -17,6 +22,7 @@ public struct LifecycleEvent: Hashable, Sendable, CustomStringConvertible {
     private init(_ wrapped: Wrapped) { self.wrapped = wrapped }
 
     /// The daemon is starting: start-up commands run, then listeners start in dependency order.
+    /// Always the first event (unless a stop request came first); it cannot be requested.
     public static let start = Self(.start)
     /// Reload the configuration (`SIGHUP` by default): two-phase, prepare then commit or abort.
     public static let reload = Self(.reload)

@@ -63,6 +63,9 @@ struct LifecycleMetrics: Sendable {
         )
     }
 
+    /// Whether hooks are timed (there is a backend).
+    var timesHooks: Bool { !timers.isEmpty }
+
     /// The timer for a hook, or `nil` when there is no backend (so the caller skips the clock).
     func timer(_ listener: String, _ hook: Hook) -> Timer? {
         // Without a backend there are no timers: skip hashing the name on every hook call.

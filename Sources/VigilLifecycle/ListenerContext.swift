@@ -10,14 +10,14 @@ public final class ListenerContext: Sendable {
     /// The daemon's logger.
     public let logger: Logger
 
-    let core: MediatorCore
+    let core: ListenerGroup.Core
     private let budgetsByListener: [String: ListenerBudgets]
     private let defaultBudgets: ListenerBudgets
 
     init(
         values: ValueStore,
         logger: Logger,
-        core: MediatorCore,
+        core: ListenerGroup.Core,
         budgets: [String: ListenerBudgets] = [:],
         defaultBudgets: ListenerBudgets = ListenerBudgets()
     ) {
@@ -57,16 +57,16 @@ public final class ListenerContext: Sendable {
 
     /// Asks the mediator to stop the daemon, as a stop signal would.
     public func requestTermination(_ reason: String) {
-        core.requestTermination(.requested(reason))
+        core.request(.terminate(.requested(reason)))
     }
 
     /// Asks the mediator to deliver a user-signal event, as the signal itself would.
     public func requestUserSignal(_ signal: ProcessSignal) {
-        core.requestUserSignal(signal)
+        core.request(.userSignal(signal))
     }
 
     /// Asks the mediator to reload, as `SIGHUP` would.
     public func requestReload() {
-        core.requestReload()
+        core.request(.reload)
     }
 }

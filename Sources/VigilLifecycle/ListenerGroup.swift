@@ -94,7 +94,7 @@ public final class ListenerGroup: Service {
 
     private let commands: [any StartupCommand]
     private let configuration: Configuration
-    private let core: MediatorCore
+    private let core: ListenerGroup.Core
     private let metrics: LifecycleMetrics
     private let started = Mutex(false)
     /// Each listener's budgets as enforced (its own or the defaults, health capped).
@@ -122,7 +122,7 @@ public final class ListenerGroup: Service {
         self.listeners = try DependencyOrder.sort(listeners, name: \.name, dependencies: \.dependencies)
         self.commands = startupCommands
         self.configuration = configuration
-        self.core = MediatorCore(
+        self.core = Core(
             notifier: configuration.notifier,
             observers: configuration.observers,
             logger: configuration.logger
@@ -172,14 +172,14 @@ public final class ListenerGroup: Service {
 
     /// Requests a reload, as the reload signal does. Requests made during a reload collapse
     /// into one follow-up reload.
-    public func requestReload() { core.requestReload() }
+    public func requestReload() { core.request(.reload) }
 
     /// Delivers a user-signal event, as `SIGUSR1` does.
-    public func requestUserSignal(_ signal: ProcessSignal = .sigusr1) { core.requestUserSignal(signal) }
+    public func requestUserSignal(_ signal: ProcessSignal = .sigusr1) { core.request(.userSignal(signal)) }
 
     /// Requests a stop, as `SIGTERM` does. A second request during shutdown skips the remaining
     /// budgets.
-    public func requestTermination(_ reason: TerminationReason) { core.requestTermination(reason) }
+    public func requestTermination(_ reason: TerminationReason) { core.request(.terminate(reason)) }
 
     /// `true` once a stop was requested (by a signal, code, or the service group).
     public var terminationRequested: Bool { core.terminationRequested }
@@ -233,33 +233,28 @@ public final class ListenerGroup: Service {
             throw ListenerGroupError(.alreadyRunning, "This ListenerGroup already ran; build a new one.")
         }
         let startedAt = ContinuousClock.now
-        core.setPhase(.starting)
         let signals = configuration.signals
         let owner =
             signals.actions.isEmpty
             ? nil
             : SignalOwner(signals: signals.signals) { [core] signal in
-                switch signals[signal] {
-                case .reload: core.requestReload()
-                case .terminate: core.requestTermination(.signal(signal))
-                case .userSignal: core.requestUserSignal(signal)
-                case nil: break
-                }
+                if let event = signals.event(for: signal) { core.request(event) }
             }
         defer { owner?.release() }
         try await withTaskCancellationOrGracefulShutdownHandler {
             try await self.loop(startedAt: startedAt)
         } onCancelOrGracefulShutdown: { [core] in
-            core.requestTermination(.requested("shutdown of the service group"))
+            core.request(.terminate(.requested("shutdown of the service group")))
         }
     }
 
     private func loop(startedAt: ContinuousClock.Instant) async throws {
-        let running = try await start(startedAt: startedAt)
+        var running: [any Listener] = []
         var doorbell = core.doorbell.makeAsyncIterator()
         while true {
             while let event = core.nextEvent() {
                 switch event.wrapped {
+                case .start: running = try await start(startedAt: startedAt)
                 case .terminate(let reason):
                     let failures = await terminate(reason, listeners: running, startedAt: startedAt)
                     guard failures.isEmpty else {
@@ -274,36 +269,81 @@ public final class ListenerGroup: Service {
                 case .healthProbe: await answerProbes()
                 case .reload: await reload()
                 case .userSignal(let signal): await deliver(signal)
-                case .start: break  // start runs once, before the loop
                 }
             }
             if await doorbell.next() == nil, !core.terminationRequested {
                 // Only cancellation ends the doorbell early, and that is a stop request.
-                core.requestTermination(.requested("cancellation"))
+                core.request(.terminate(.requested("cancellation")))
             }
         }
     }
 
-    /// Runs one hook within its budget, timed and counted (``LifecycleMetrics``).
-    private func runHook<Value: Sendable>(
-        _ listener: String,
-        _ hook: LifecycleMetrics.Hook,
-        budget: Duration,
+    /// Calls one hook of each step in `steps` (listeners, start-up commands), in that order,
+    /// each within its budget, timed and counted (``LifecycleMetrics``); `settle` hears the
+    /// outcomes in order (only failures unless `settlesReturns`) and says whether to go on.
+    /// Returns how many hooks were called.
+    @discardableResult
+    private func runHooks<Step: Sendable, Value: Sendable>(
+        _ kind: LifecycleMetrics.Hook,
+        of steps: [Step],
+        name: @escaping @Sendable (Step) -> String,
+        budget: @escaping @Sendable (Step) -> Duration,
         extendAfter: Duration? = nil,
         interruptible: Bool = false,
-        _ body: @escaping @Sendable () async throws -> Value
-    ) async -> HookOutcome<Value> {
-        let timer = metrics.timer(listener, hook)
-        let began = timer == nil ? nil : ContinuousClock.now
-        let outcome = await core.runHook(budget: budget, extendAfter: extendAfter, interruptible: interruptible, body)
-        if let timer, let began { timer.recordNanoseconds(Int64(clamping: (.now - began).nanoseconds)) }
-        switch outcome {
-        case .returned: break
-        case .threw: metrics.hookFailed(listener, hook, kind: "threw")
-        case .overran: metrics.hookFailed(listener, hook, kind: "overran")
-        case .interrupted: metrics.hookFailed(listener, hook, kind: "interrupted")
-        }
-        return outcome
+        settlesReturns: Bool = false,
+        _ call: @escaping @Sendable (Step) async throws -> Value,
+        settle: @escaping @Sendable (Step, HookOutcome<Value>) -> Bool
+    ) async -> Int {
+        let metrics = self.metrics
+        return await core.runHooks(
+            HookSequence(
+                steps: steps,
+                extendAfter: extendAfter,
+                interruptible: interruptible,
+                timed: metrics.timesHooks,
+                settlesReturns: settlesReturns,
+                budget: budget,
+                hook: call,
+                settle: { step, outcome, duration in
+                    if let duration, let timer = metrics.timer(name(step), kind) {
+                        timer.recordNanoseconds(Int64(clamping: duration.nanoseconds))
+                    }
+                    switch outcome {
+                    case .returned: if !settlesReturns { return true }
+                    case .threw: metrics.hookFailed(name(step), kind, kind: "threw")
+                    case .overran: metrics.hookFailed(name(step), kind, kind: "overran")
+                    case .interrupted: metrics.hookFailed(name(step), kind, kind: "interrupted")
+                    }
+                    return settle(step, outcome)
+                }
+            )
+        )
+    }
+
+    /// ``runHooks(_:of:name:budget:extendAfter:interruptible:settlesReturns:_:settle:)`` for
+    /// listeners, each within its own budget for the hook.
+    @discardableResult
+    private func runHooks<Value: Sendable>(
+        _ kind: LifecycleMetrics.Hook,
+        of listeners: [any Listener],
+        budget: @escaping @Sendable (ListenerBudgets) -> Duration,
+        extendAfter: Duration? = nil,
+        interruptible: Bool = false,
+        settlesReturns: Bool = false,
+        _ call: @escaping @Sendable (any Listener) async throws -> Value,
+        settle: @escaping @Sendable (any Listener, HookOutcome<Value>) -> Bool
+    ) async -> Int {
+        await runHooks(
+            kind,
+            of: listeners,
+            name: { $0.name },
+            budget: { [self] in budget(budgets($0)) },
+            extendAfter: extendAfter,
+            interruptible: interruptible,
+            settlesReturns: settlesReturns,
+            call,
+            settle: settle
+        )
     }
 
     private func budgets(_ listener: any Listener) -> ListenerBudgets {
@@ -319,69 +359,87 @@ public final class ListenerGroup: Service {
         }
     }
 
+    /// The first hook that failed in a walk, and how.
+    private final class FirstFailure: Sendable {
+        private let failure = Mutex<(step: String, reason: String, errno: Int32?)?>(nil)
+
+        func record<Value>(_ step: String, _ outcome: HookOutcome<Value>, budget: String) -> Bool {
+            guard let reason = ListenerGroup.reason(outcome, budget: budget) else { return true }
+            var code: Int32?
+            if case .threw(let error) = outcome { code = (error as? any ErrnoRepresentable)?.errno }
+            failure.withLock { $0 = $0 ?? (step, reason, code) }
+            return false
+        }
+
+        var value: (step: String, reason: String, errno: Int32?)? { failure.withLock { $0 } }
+    }
+
     /// Runs start-up commands and starts listeners; returns the started listeners.
     private func start(startedAt: ContinuousClock.Instant) async throws -> [any Listener] {
         let context = self.context
         let extend = configuration.extendTimeoutAfter
-        for command in commands where !core.terminationRequested {
-            let outcome = await runHook(command.name, .start, budget: configuration.budgets.start, extendAfter: extend)
-            {
-                try await command.run(context: context)
-            }
-            if let reason = Self.reason(outcome, budget: "start") {
-                try await failStart(step: command.name, reason: reason, outcome: outcome, started: [])
-            }
+        let failure = FirstFailure()
+        let commands = self.commands
+        let budget = configuration.budgets.start
+        let core = self.core
+        let ran = await runHooks(
+            .start,
+            of: core.terminationRequested ? [] : commands,
+            name: { $0.name },
+            budget: { _ in budget },
+            extendAfter: extend,
+            settlesReturns: true
+        ) { command in
+            try await command.run(context: context)
+        } settle: { command, outcome in
+            failure.record(command.name, outcome, budget: "start") && !core.terminationRequested
         }
-        var started: [any Listener] = []
-        for listener in listeners where !core.terminationRequested {
-            let outcome = await runHook(listener.name, .start, budget: budgets(listener).start, extendAfter: extend) {
-                try await listener.start(context: context)
-            }
-            if let reason = Self.reason(outcome, budget: "start") {
-                try await failStart(step: listener.name, reason: reason, outcome: outcome, started: started)
-            }
-            started.append(listener)
+        if let failed = failure.value { try await failStart(failed, started: []) }
+        guard ran == commands.count, !core.terminationRequested else { return [] }
+        let started = await runHooks(
+            .start,
+            of: core.terminationRequested ? [] : listeners,
+            budget: \.start,
+            extendAfter: extend,
+            settlesReturns: true
+        ) { listener in
+            try await listener.start(context: context)
+        } settle: { listener, outcome in
+            failure.record(listener.name, outcome, budget: "start") && !core.terminationRequested
         }
-        guard !core.terminationRequested else { return started }
-        core.setPhase(.running)
+        if let failed = failure.value {
+            try await failStart(failed, started: Array(listeners[..<(started - 1)]))
+        }
+        guard started == listeners.count, !core.terminationRequested else { return Array(listeners[..<started]) }
         core.send([.status("Running (generation \(core.generation))"), .ready])
         metrics.started(generation: core.generation)
         core.observe(.started(generation: core.generation, timeToReady: .now - startedAt))
-        return started
+        return listeners
     }
 
-    private func failStart<Value>(
-        step: String,
-        reason: String,
-        outcome: HookOutcome<Value>,
+    private func failStart(
+        _ failure: (step: String, reason: String, errno: Int32?),
         started: [any Listener]
     ) async throws -> Never {
-        core.setPhase(.stopping)
+        core.beginStopping()
         let context = self.context
-        let why = TerminationReason.requested("start-up failed in \(step)")
-        for listener in started.reversed() {
-            let outcome = await runHook(
-                listener.name,
-                .terminate,
-                budget: budgets(listener).terminate,
-                interruptible: true
-            ) {
-                try await listener.terminate(reason: why, context: context)
-            }
+        let why = TerminationReason.requested("start-up failed in \(failure.step)")
+        await runHooks(.terminate, of: started.reversed(), budget: \.terminate, interruptible: true) { listener in
+            try await listener.terminate(reason: why, context: context)
+        } settle: { [self] listener, outcome in
             report(outcome, listener: listener.name, event: "terminate", budget: "terminate")
+            return true
         }
-        var messages: [NotifyMessage] = [.status("Failed to start: \(step) \(reason)")]
-        if case .threw(let error) = outcome, let code = (error as? any ErrnoRepresentable)?.errno {
-            messages.append(.errno(code))
-        }
+        var messages: [NotifyMessage] = [.status("Failed to start: \(failure.step) \(failure.reason)")]
+        if let code = failure.errno { messages.append(.errno(code)) }
         core.send(messages)
-        metrics.startFailed(step)
-        core.observe(.startFailed(listener: step, reason: reason))
+        metrics.startFailed(failure.step)
+        core.observe(.startFailed(listener: failure.step, reason: failure.reason))
         core.finish()
         throw ListenerGroupError(
             .startFailed,
-            "Start-up failed: '\(step)' \(reason).",
-            listener: step
+            "Start-up failed: '\(failure.step)' \(failure.reason).",
+            listener: failure.step
         )
     }
 
@@ -408,40 +466,37 @@ public final class ListenerGroup: Service {
         core.send([.reloading(monotonicMicroseconds: MonotonicClock.microseconds()), .status("Reloading…")])
         let transaction = ReloadTransaction(generation: current + 1)
         let context = self.context
-        var prepared: [any Listener] = []
-        for listener in listeners {
-            let outcome = await runHook(listener.name, .prepareReload, budget: budgets(listener).reload) {
-                try await listener.prepareReload(transaction, context: context)
-            }
-            prepared.append(listener)
+        let prepared = await runHooks(.prepareReload, of: listeners, budget: \.reload, settlesReturns: true) {
+            listener in
+            try await listener.prepareReload(transaction, context: context)
+        } settle: { listener, outcome in
             let rejection: String? =
                 switch outcome {
                 case .returned(.accept): nil
                 case .returned(.reject(let reason)): reason
                 default: Self.reason(outcome, budget: "reload")
                 }
-            if let rejection {
-                transaction.rejection = .init(listener: listener.name, reason: rejection)
-                break
-            }
+            guard let rejection else { return true }
+            transaction.rejection = .init(listener: listener.name, reason: rejection)
+            return false
         }
         if let rejection = transaction.rejection {
-            for listener in prepared.reversed() {
-                let outcome = await runHook(listener.name, .abortReload, budget: budgets(listener).reload) {
-                    await listener.abortReload(transaction, context: context)
-                }
+            await runHooks(.abortReload, of: Array(listeners[..<prepared].reversed()), budget: \.reload) { listener in
+                await listener.abortReload(transaction, context: context)
+            } settle: { [self] listener, outcome in
                 report(outcome, listener: listener.name, event: "reload abort", budget: "reload")
+                return true
             }
             core.send([.status("Running (generation \(current)); reload rejected: \(rejection)"), .ready])
             metrics.reloaded(applied: false, generation: current)
             core.observe(.reloadRejected(rejection, generation: current, duration: .now - began))
             return
         }
-        for listener in listeners {
-            let outcome = await runHook(listener.name, .commitReload, budget: budgets(listener).reload) {
-                try await listener.commitReload(transaction, context: context)
-            }
+        await runHooks(.commitReload, of: listeners, budget: \.reload) { listener in
+            try await listener.commitReload(transaction, context: context)
+        } settle: { [self] listener, outcome in
             report(outcome, listener: listener.name, event: "reload commit", budget: "reload")
+            return true
         }
         core.commitGeneration(transaction.generation)
         core.send([.status("Running (generation \(transaction.generation)); reload applied"), .ready])
@@ -451,30 +506,30 @@ public final class ListenerGroup: Service {
 
     private func deliver(_ signal: ProcessSignal) async {
         let context = self.context
-        for listener in listeners {
-            let outcome = await runHook(listener.name, .userSignal, budget: budgets(listener).userSignal) {
-                try await listener.userSignal(signal, context: context)
-            }
+        await runHooks(.userSignal, of: listeners, budget: \.userSignal) { listener in
+            try await listener.userSignal(signal, context: context)
+        } settle: { [self] listener, outcome in
             report(outcome, listener: listener.name, event: "user signal \(signal)", budget: "user-signal")
+            return true
         }
         core.observe(.userSignal(signal))
     }
 
     private func answerProbes() async {
         let context = self.context
-        var healthy = true
-        for listener in listeners {
-            let outcome = await runHook(listener.name, .health, budget: budgets(listener).health) {
-                try await listener.checkHealth(context: context)
-            }
-            if let reason = Self.reason(outcome, budget: "health") {
-                healthy = false
-                configuration.logger.warning(
-                    "Listener '\(listener.name)' failed its health check: \(reason)",
-                    metadata: ["vigil-listener": "\(listener.name)"]
-                )
-            }
+        let failures = Failures()
+        await runHooks(.health, of: listeners, budget: \.health) { listener in
+            try await listener.checkHealth(context: context)
+        } settle: { [configuration] listener, outcome in
+            guard let reason = Self.reason(outcome, budget: "health") else { return true }
+            failures.append(listener.name, reason)
+            configuration.logger.warning(
+                "Listener '\(listener.name)' failed its health check: \(reason)",
+                metadata: ["vigil-listener": "\(listener.name)"]
+            )
+            return true
         }
+        let healthy = failures.values.isEmpty
         for probe in core.takeProbes() { probe(healthy) }
     }
 
@@ -483,42 +538,48 @@ public final class ListenerGroup: Service {
         listeners started: [any Listener],
         startedAt: ContinuousClock.Instant
     ) async -> [(listener: String, reason: String)] {
-        core.setPhase(.stopping)
         core.send([.stopping, .status("Stopping (\(reason))…")])
         core.observe(.stopping(reason))
         let context = self.context
-        var skipped: [String] = []
-        var failures: [(listener: String, reason: String)] = []
-        for listener in started.reversed() {
-            if core.isUrgent {
-                skipped.append(listener.name)
-                continue
-            }
-            let outcome = await runHook(
-                listener.name,
-                .terminate,
-                budget: budgets(listener).terminate,
-                extendAfter: configuration.extendTimeoutAfter,
-                interruptible: true
-            ) {
-                try await listener.terminate(reason: reason, context: context)
-            }
+        let order = Array(started.reversed())
+        let failures = Failures()
+        let core = self.core
+        let asked = await runHooks(
+            .terminate,
+            of: core.isUrgent ? [] : order,
+            budget: \.terminate,
+            extendAfter: configuration.extendTimeoutAfter,
+            interruptible: true,
+            settlesReturns: true
+        ) { listener in
+            try await listener.terminate(reason: reason, context: context)
+        } settle: { [self] listener, outcome in
             if let failure = report(outcome, listener: listener.name, event: "terminate", budget: "terminate") {
-                failures.append((listener.name, failure))
+                failures.append(listener.name, failure)
             }
+            return !core.isUrgent
         }
+        var all = failures.values
+        let skipped = order[asked...].map(\.name)
         if !skipped.isEmpty {
-            failures += skipped.map { ($0, "was not asked to stop (a second stop request came first)") }
+            all += skipped.map { ($0, "was not asked to stop (a second stop request came first)") }
             configuration.logger.warning(
                 "A second stop request arrived: did not wait for \(skipped.joined(separator: ", ")) to stop."
             )
         }
-        if let first = failures.first {
+        if let first = all.first {
             core.send([.status("Stopped with errors: \(first.listener) \(first.reason)")])
         }
         core.observe(.stopped(uptime: .now - startedAt))
         core.finish()
-        return failures
+        return all
+    }
+
+    /// Failures collected over a walk, in order.
+    private final class Failures: Sendable {
+        private let list = Mutex<[(listener: String, reason: String)]>([])
+        func append(_ listener: String, _ reason: String) { list.withLock { $0.append((listener, reason)) } }
+        var values: [(listener: String, reason: String)] { list.withLock { $0 } }
     }
 }
 

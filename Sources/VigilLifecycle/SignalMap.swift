@@ -55,6 +55,16 @@ public struct SignalMap: Sendable, Hashable {
         }
     }
 
+    /// The event a delivery of `signal` stands for, or `nil` when the daemon does not own it.
+    public func event(for signal: ProcessSignal) -> LifecycleEvent? {
+        switch actions[signal] {
+        case .reload: .reload
+        case .terminate: .terminate(.signal(signal))
+        case .userSignal: .userSignal(signal)
+        case nil: nil
+        }
+    }
+
     /// The signals the daemon owns, in number order.
     public var signals: [ProcessSignal] { actions.keys.sorted { $0.rawValue < $1.rawValue } }
 }

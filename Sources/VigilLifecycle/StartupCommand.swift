@@ -1,4 +1,5 @@
-/// One ordered start-up step that runs before any listener starts (the command pattern):
+/// One ordered start-up step that runs before any listener starts (the command pattern; a
+/// ``StartupStep`` is one made from a closure, the usual way to write one):
 /// load the configuration, open the state store, …
 ///
 /// A step that throws or overruns its budget aborts start-up: the daemon exits non-zero with
@@ -11,7 +12,7 @@ public protocol StartupCommand: Sendable {
     func run(context: ListenerContext) async throws
 }
 
-/// A start-up step made from a closure.
+/// A ``StartupCommand`` made from a closure: `StartupStep("load configuration") { context in … }`.
 public struct StartupStep: StartupCommand {
     public let name: String
     private let body: @Sendable (ListenerContext) async throws -> Void
