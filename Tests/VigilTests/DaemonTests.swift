@@ -102,7 +102,8 @@ import VigilTesting
     }
 
     @Test func aFailedStartThrowsItsErrorAtOnce() async throws {
-        let start = ContinuousClock.now
+        // The start's own error, not AsyncRecorder.TimedOut from waiting 30 s for a READY=1
+        // that never comes (and no wall-clock bound, which a loaded runner can exceed).
         let error = await #expect(throws: ListenerGroupError.self) {
             try await withRunningDaemon(
                 listeners: [RecordingListener("worker", log: AsyncRecorder(), behaviors: ["start": .fail("no disk")])]
@@ -110,7 +111,5 @@ import VigilTesting
         }
         #expect(error?.code == .startFailed)
         #expect(error?.message.contains("no disk") == true, "\(String(describing: error))")
-        // Not after the 30 s safety net of waiting for READY=1.
-        #expect(ContinuousClock.now - start < .seconds(25))
     }
 }
