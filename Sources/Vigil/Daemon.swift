@@ -171,7 +171,12 @@ public struct Daemon: Sendable {
 
     /// Runs the daemon until it is told to stop; returns the exit status (0 clean, 1 when start-up
     /// failed or a listener failed to stop).
-    public func run() async -> Int32 {
+    public func run() async -> Int32 { await run(whenCreated: { _ in }) == nil ? 0 : 1 }
+
+    /// `run()` for VigilTesting's `withRunningDaemon`, which drives the group and needs the
+    /// error: hands over the group once it exists; returns why the run failed, `nil` after a
+    /// clean stop.
+    package func run(whenCreated: (ListenerGroup) -> Void) async -> (any Error)? {
         let logger = logging.logger
         let group: ListenerGroup
         do {
@@ -192,8 +197,9 @@ public struct Daemon: Sendable {
         } catch {
             logger.critical("\(identifier) cannot start: \(error)")
             try? notifier.notify([.status("Cannot start: \(error)")])
-            return 1
+            return error
         }
+        whenCreated(group)
         if let watchdog, let warning = Self.healthBudgetWarning(group.healthBudgetsOverLimit, watchdog: watchdog) {
             logger.warning("\(warning)")
         }
@@ -234,7 +240,7 @@ public struct Daemon: Sendable {
                 try await group.run()
                 tasks.cancelAll()
             }
-            return 0
+            return nil
         } catch let error as ListenerGroupError where error.code == .stopFailed {
             logger.critical(
                 "\(error)",
@@ -243,10 +249,10 @@ public struct Daemon: Sendable {
                     "VIGIL_LISTENER": .string(error.listener ?? ""),
                 ]
             )
-            return 1
+            return error
         } catch {
             logger.critical("\(error)")
-            return 1
+            return error
         }
     }
 }

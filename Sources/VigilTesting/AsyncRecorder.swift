@@ -8,14 +8,14 @@ public final class AsyncRecorder<Element: Sendable>: Sendable {
     private struct Waiter {
         var condition: @Sendable ([Element]) -> Bool
         var continuation: CheckedContinuation<[Element], any Error>
+        /// The deadline, started only once the waiter is registered; cancelled when it is resumed.
+        var timer: Task<Void, Never>?
     }
 
     private struct Storage {
         var values: [Element] = []
         var waiters: [Int: Waiter] = [:]
         var nextWaiter = 0
-        /// Waiters whose deadline passed before they were registered.
-        var expired: Set<Int> = []
     }
 
     private let storage = Mutex(Storage())
@@ -32,6 +32,7 @@ public final class AsyncRecorder<Element: Sendable>: Sendable {
             storage.values.append(value)
             var ready: [(CheckedContinuation<[Element], any Error>, [Element])] = []
             for (id, waiter) in storage.waiters where waiter.condition(storage.values) {
+                waiter.timer?.cancel()
                 ready.append((waiter.continuation, storage.values))
                 storage.waiters[id] = nil
             }
@@ -54,38 +55,30 @@ public final class AsyncRecorder<Element: Sendable>: Sendable {
         _ what: String = "condition",
         until condition: @escaping @Sendable ([Element]) -> Bool
     ) async throws -> [Element] {
-        let id = storage.withLock { storage -> Int in
-            storage.nextWaiter += 1
-            return storage.nextWaiter
-        }
-        let timer = Task { [self] in
-            try await Task.sleep(for: timeout)
-            let (waiter, seen) = storage.withLock { storage in
-                let waiter = storage.waiters.removeValue(forKey: id)
-                // The deadline can pass before the waiter is registered (a busy machine): mark
-                // it, so that registering fails at once instead of waiting forever.
-                if waiter == nil { storage.expired.insert(id) }
-                return (waiter, storage.values)
+        try await withCheckedThrowingContinuation { continuation in
+            let (satisfied, id) = storage.withLock { storage -> ([Element]?, Int) in
+                if condition(storage.values) { return (storage.values, 0) }
+                storage.nextWaiter += 1
+                storage.waiters[storage.nextWaiter] = Waiter(condition: condition, continuation: continuation)
+                return (nil, storage.nextWaiter)
             }
-            waiter?.continuation.resume(
-                throwing: TimedOut(description: "Timed out after \(timeout) waiting for \(what); recorded: \(seen)")
-            )
-        }
-        defer { timer.cancel() }
-        return try await withCheckedThrowingContinuation { continuation in
-            let outcome = storage.withLock { storage -> Result<[Element], TimedOut>? in
-                if condition(storage.values) { return .success(storage.values) }
-                if storage.expired.remove(id) != nil {
-                    return .failure(
-                        TimedOut(
-                            description: "Timed out after \(timeout) waiting for \(what); recorded: \(storage.values)"
-                        )
-                    )
-                }
-                storage.waiters[id] = Waiter(condition: condition, continuation: continuation)
-                return nil
+            if let satisfied { return continuation.resume(returning: satisfied) }
+            // The deadline starts only now, with the waiter registered: when it passes, the waiter
+            // is there to be failed, or was already resumed by `append` (never lost between the
+            // two, however late either task runs on a busy machine).
+            let timer = Task { [self] in
+                guard (try? await Task.sleep(for: timeout)) != nil else { return }  // resumed in time
+                let (waiter, seen) = storage.withLock { ($0.waiters.removeValue(forKey: id), $0.values) }
+                waiter?.continuation.resume(
+                    throwing: TimedOut(description: "Timed out after \(timeout) waiting for \(what); recorded: \(seen)")
+                )
             }
-            if let outcome { continuation.resume(with: outcome.mapError { $0 as any Error }) }
+            let resumed = storage.withLock { storage -> Bool in
+                guard storage.waiters[id] != nil else { return true }
+                storage.waiters[id]?.timer = timer
+                return false
+            }
+            if resumed { timer.cancel() }
         }
     }
 }

@@ -1,53 +1,119 @@
 import Logging
-import VigilLifecycle
+import Vigil
 
-/// A ``ListenerGroup`` running in this process, wired to recorders, as ``withRunningDaemon(listeners:startupCommands:budgets:signals:logger:_:)`` hands it to a test.
+/// A ``Daemon`` running in this process, wired to recorders, as ``withRunningDaemon(listeners:startupCommands:budgets:signals:watchdog:values:logger:_:)`` hands it to a test.
 public struct RunningDaemon: Sendable {
-    /// The running mediator.
+    /// The daemon's running mediator.
     public let group: ListenerGroup
-    /// Every notification it sent.
+    /// Every notification it sent (watchdog pings among them).
     public let notifier: RecordingNotifier
     /// Every lifecycle record it reported.
     public let observer: RecordingObserver
 }
 
-/// Starts a ``ListenerGroup`` in this process, waits for `READY=1`, runs `body`, then stops the
-/// group and waits until every listener stopped.
+/// The daemon ended before it sent `READY=1`, without an error (a stop requested during start).
+public struct StoppedBeforeReady: Error, CustomStringConvertible {
+    public var description: String {
+        "the daemon stopped before it was ready (READY=1 never sent): a stop was requested during start"
+    }
+}
+
+/// Runs the real ``Daemon`` in this process — its lifecycle logger, its watchdog when one is
+/// given, its exit path — with a ``RecordingNotifier`` in place of systemd; waits for
+/// `READY=1`, runs `body`, then stops the daemon and waits until every listener stopped.
 ///
-/// By default the group owns no signals (tests call `requestReload()` and friends instead);
-/// pass a ``SignalMap`` to test real signals, and never map `SIGTERM`/`SIGINT` in the test
-/// runner.
+/// Throws what made the run fail: the start-up error when the daemon never became ready (at
+/// once, not after a timeout), or the ``ListenerGroupError`` of a stop that failed.
+///
+/// By default the daemon owns no signals (tests call `requestReload()` and friends instead)
+/// and has no watchdog; pass a ``SignalMap`` to test real signals, and never map
+/// `SIGTERM`/`SIGINT` in the test runner.
 public func withRunningDaemon<Result: Sendable>(
     listeners: [any Listener],
     startupCommands: [any StartupCommand] = [],
     budgets: ListenerBudgets = ListenerBudgets(),
     signals: SignalMap = SignalMap(),
+    watchdog: Watchdog? = nil,
+    values: ValueStore = ValueStore(),
     logger: Logger = Logger(label: "vigil-test", factory: { _ in SwiftLogNoOpLogHandler() }),
     _ body: (RunningDaemon) async throws -> Result
 ) async throws -> Result {
     let notifier = RecordingNotifier()
     let observer = RecordingObserver()
-    let group = try ListenerGroup(
+    let progress = AsyncRecorder<DaemonProgress>()
+    var daemon = Daemon(
+        identifier: "vigil-test",
+        version: "test",
         listeners: listeners,
         startupCommands: startupCommands,
-        configuration: .init(
-            logger: logger,
-            notifier: notifier,
-            signals: signals,
-            budgets: budgets,
-            observers: [observer]
-        )
+        values: values,
+        logging: Daemon.Logging(levelControl: LogLevelControl(), logger: logger, destination: .syslogPrefixedStderr)
     )
-    let running = Task { try await group.run() }
+    daemon.notifier = ProgressNotifier(recorder: notifier, progress: progress)
+    daemon.signals = signals
+    daemon.budgets = budgets
+    daemon.observers = [observer]
+    daemon.watchdog = watchdog
+    let running = Task { [daemon] in
+        let failure = await daemon.run(whenCreated: { progress.append(.created($0)) })
+        progress.append(.ended(failure))
+        return failure
+    }
+    let group: ListenerGroup
     do {
-        try await notifier.waitForReady()
+        let seen = try await progress.wait("READY=1 or the end of the run") {
+            $0.contains { $0.isReady || $0.isEnd }
+        }
+        if let end = seen.first(where: \.isEnd), case .ended(let failure) = end {
+            throw failure ?? StoppedBeforeReady()
+        }
+        // READY=1 comes from the group: it exists.
+        guard let created = seen.lazy.compactMap(\.group).first else { throw StoppedBeforeReady() }
+        group = created
+    } catch {
+        running.cancel()  // a stop request, if it still runs
+        _ = await running.value
+        throw error
+    }
+    do {
         let result = try await body(RunningDaemon(group: group, notifier: notifier, observer: observer))
         if !group.terminationRequested { group.requestTermination(.requested("test finished")) }
-        try await running.value
+        if let failure = await running.value { throw failure }
         return result
     } catch {
         if !group.terminationRequested { group.requestTermination(.requested("test failed")) }
-        _ = try? await running.value
+        _ = await running.value
         throw error
+    }
+}
+
+/// What `withRunningDaemon` waits for before it runs the test's body.
+private enum DaemonProgress: Sendable {
+    case created(ListenerGroup)
+    case ready
+    case ended((any Error)?)
+
+    var group: ListenerGroup? {
+        if case .created(let group) = self { return group }
+        return nil
+    }
+    var isReady: Bool {
+        if case .ready = self { return true }
+        return false
+    }
+    var isEnd: Bool {
+        if case .ended = self { return true }
+        return false
+    }
+}
+
+/// Records into the test's ``RecordingNotifier`` and marks `READY=1` in the progress.
+private struct ProgressNotifier: ServiceManagerNotifier {
+    let recorder: RecordingNotifier
+    let progress: AsyncRecorder<DaemonProgress>
+
+    func notify(_ messages: [NotifyMessage]) throws {
+        try recorder.notify(messages)
+        if messages.contains(where: \.isReady) { progress.append(.ready) }
     }
 }

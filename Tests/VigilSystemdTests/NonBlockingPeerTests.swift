@@ -37,14 +37,41 @@ private final class StalledPeer {
         }
     }
 
+    /// Calls `receive` (a `recv` or `recvmsg` of the socket) until it returns a datagram, or no
+    /// datagram came within `seconds`. A signal interrupts the wait (`EINTR`; with a receive
+    /// timeout the kernel never restarts the call), and the test runner takes real signals
+    /// from other suites (InProcessSignalTests): retried, with the time that is left.
+    private func waiting<Result>(seconds: Int, _ receive: () -> (Int, Result)) -> (Int, Result) {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while true {
+            let left = max(deadline - ContinuousClock.now, .milliseconds(1)).components
+            var timeout = timeval(tv_sec: Int(left.seconds), tv_usec: Int(left.attoseconds / 1_000_000_000_000))
+            setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            let outcome = receive()
+            guard outcome.0 < 0, errno == EINTR, ContinuousClock.now < deadline else { return outcome }
+        }
+    }
+
     /// The next datagram and the `st_dev`/`st_ino` of the one descriptor passed with it
     /// (`SCM_RIGHTS`), if any; waits up to 10 seconds. Closes the received descriptor.
     func receiveWithDescriptor() -> (text: String, passed: FakeNotifySocket.Datagram.PassedDescriptor?)? {
-        var timeout = timeval(tv_sec: 10, tv_usec: 0)
-        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         var buffer = [UInt8](repeating: 0, count: 8192)
         var control = [UInt8](repeating: 0, count: 64)
-        let (count, controlLength) = buffer.withUnsafeMutableBytes { data in
+        let (count, controlLength) = waiting(seconds: 10) {
+            receiveMessage(into: &buffer, control: &control)
+        }
+        guard count >= 0 else { return nil }
+        let text = String(decoding: buffer[0..<count], as: UTF8.self)
+        // One SCM_RIGHTS message with one descriptor: a 16-byte cmsghdr, then the int.
+        guard controlLength >= 20 else { return (text, nil) }
+        let received = control.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 16, as: Int32.self) }
+        defer { close(received) }
+        return (text, FakeNotifySocket.Datagram.PassedDescriptor(of: received))
+    }
+
+    /// One `recvmsg`: the byte count (or -1) and the length of the control data.
+    private func receiveMessage(into buffer: inout [UInt8], control: inout [UInt8]) -> (Int, Int) {
+        buffer.withUnsafeMutableBytes { data in
             control.withUnsafeMutableBytes { controlBytes in
                 var vector = iovec(iov_base: data.baseAddress, iov_len: data.count)
                 return withUnsafeMutablePointer(to: &vector) { vectorPointer in
@@ -58,21 +85,14 @@ private final class StalledPeer {
                 }
             }
         }
-        guard count >= 0 else { return nil }
-        let text = String(decoding: buffer[0..<count], as: UTF8.self)
-        // One SCM_RIGHTS message with one descriptor: a 16-byte cmsghdr, then the int.
-        guard controlLength >= 20 else { return (text, nil) }
-        let received = control.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 16, as: Int32.self) }
-        defer { close(received) }
-        return (text, FakeNotifySocket.Datagram.PassedDescriptor(of: received))
     }
 
     /// The next datagram, waiting up to `seconds`.
     func receive(seconds: Int = 10) -> [UInt8]? {
-        var timeout = timeval(tv_sec: seconds, tv_usec: 0)
-        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         var buffer = [UInt8](repeating: 0, count: 256 * 1024)
-        let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+        let (count, _) = waiting(seconds: seconds) {
+            (buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }, ())
+        }
         return count >= 0 ? Array(buffer[0..<count]) : nil
     }
 }

@@ -1,4 +1,5 @@
 import Glibc
+import Synchronization
 import Testing
 import VigilTesting
 
@@ -49,6 +50,40 @@ import VigilTesting
             try await recorder.wait(timeout: .milliseconds(20), "b") { $0.contains("b") }
         }
         #expect(error?.description.contains("[\"a\"]") == true)
+    }
+
+    /// Before: the deadline's task started before the waiter was registered; when it ran first
+    /// (a zero or short timeout on a busy runner), it found no waiter and the wait hung for
+    /// good. Many waits whose deadline is already due, racing appends that satisfy some of
+    /// them: each must end, by a result or by ``AsyncRecorder/TimedOut``.
+    @Test func aWaitWhoseDeadlineWinsTheRaceStillEnds() async throws {
+        let recorder = AsyncRecorder<Int>()
+        let rounds = 2_000
+        let counts = Counts()
+        for round in 0..<rounds {
+            Task {
+                do {
+                    try await recorder.wait(timeout: .zero, "\(round)") { $0.contains(round) }
+                } catch {
+                    counts.timedOut.add(1, ordering: .relaxed)
+                }
+                counts.ended.add(1, ordering: .releasing)
+            }
+            if round.isMultiple(of: 2) { recorder.append(round) }
+        }
+        // The waits themselves are under test, so their ends are counted, not awaited: a lost
+        // waiter makes this fail after the deadline instead of hanging the runner.
+        let deadline = ContinuousClock.now + .seconds(60)
+        while counts.ended.load(ordering: .acquiring) < rounds, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        #expect(counts.ended.load(ordering: .acquiring) == rounds, "waits that never ended")
+        #expect(counts.timedOut.load(ordering: .relaxed) >= rounds / 2, "the unsatisfied half must time out")
+    }
+
+    private final class Counts: Sendable {
+        let ended = Atomic<Int>(0)
+        let timedOut = Atomic<Int>(0)
     }
 
     @Test func aChildProcessReportsItsExitStatus() async throws {

@@ -74,3 +74,42 @@ import VigilTesting
         #expect(!notifier.datagrams.contains { $0.contains("READY=1") })
     }
 }
+
+/// `withRunningDaemon` runs the real `Daemon`, not a copy of its wiring.
+@Suite struct WithRunningDaemonTests {
+    @Test func theLifecycleLoggerLogsTheRun() async throws {
+        var handler = InMemoryLogHandler()
+        handler.logLevel = .trace
+        let logger = Logger(label: "t") { [handler] _ in handler }
+        try await withRunningDaemon(listeners: [RecordingListener("worker", log: AsyncRecorder())], logger: logger) {
+            daemon in
+            _ = try await daemon.observer.records.wait { $0.contains { if case .started = $0 { true } else { false } } }
+        }
+        let ids = handler.entries.compactMap { $0.metadata["MESSAGE_ID"] }
+        #expect(ids.contains(.string(LifecycleMessageID.started.rawValue)), "\(handler.entries)")
+        #expect(ids.contains(.string(LifecycleMessageID.stopped.rawValue)), "\(handler.entries)")
+    }
+
+    @Test func theWatchdogPingsAfterProbesThroughTheListeners() async throws {
+        let log = AsyncRecorder<String>()
+        try await withRunningDaemon(
+            listeners: [RecordingListener("worker", log: log)],
+            watchdog: Watchdog(interval: .milliseconds(100))
+        ) { daemon in
+            try await daemon.notifier.notifications.wait("two pings") { $0.filter { $0 == [.watchdog] }.count >= 2 }
+            #expect(log.values.contains("worker.health.done"))
+        }
+    }
+
+    @Test func aFailedStartThrowsItsErrorAtOnce() async throws {
+        // The start's own error, not AsyncRecorder.TimedOut from waiting 30 s for a READY=1
+        // that never comes (and no wall-clock bound, which a loaded runner can exceed).
+        let error = await #expect(throws: ListenerGroupError.self) {
+            try await withRunningDaemon(
+                listeners: [RecordingListener("worker", log: AsyncRecorder(), behaviors: ["start": .fail("no disk")])]
+            ) { _ in Issue.record("the body ran although the start failed") }
+        }
+        #expect(error?.code == .startFailed)
+        #expect(error?.message.contains("no disk") == true, "\(String(describing: error))")
+    }
+}

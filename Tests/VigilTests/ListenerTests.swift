@@ -135,7 +135,7 @@ struct PortListener: Listener {
             let store = try #require(listener.store)
             try store.set(Counter(count: 7), forKey: "worker")
             // The periodic task's write is visible only as the store's state: poll it, bounded.
-            try await pollUntil("the periodic checkpoint of count 7") { !store.hasUnsavedChanges }
+            try await poll(until: "the periodic checkpoint of count 7") { !store.hasUnsavedChanges }
             #expect(readFile(path)?.contains("\"count\": 7") == true)
             // Every write replaces the file by rename: a new modification time (the inode
             // number may be reused). Unchanged, the store is not rewritten: the file keeps its
@@ -146,7 +146,7 @@ struct PortListener: Listener {
             #expect(FileIdentity(path) == written, "an unchanged store was rewritten")
             // The task still runs: a change is written, as a new file.
             try store.set(Counter(count: 8), forKey: "worker")
-            try await pollUntil("the periodic checkpoint of count 8") { !store.hasUnsavedChanges }
+            try await poll(until: "the periodic checkpoint of count 8") { !store.hasUnsavedChanges }
             #expect(readFile(path)?.contains("\"count\": 8") == true)
             #expect(FileIdentity(path) != written, "a changed store is written")
         }
@@ -163,23 +163,6 @@ struct PortListener: Listener {
             inode = UInt64(info.st_ino)
             modified = Int64(info.st_mtim.tv_sec)
             modifiedNanoseconds = Int64(info.st_mtim.tv_nsec)
-        }
-    }
-
-    private struct PollTimedOut: Error, CustomStringConvertible { let description: String }
-
-    /// Polls `condition` every millisecond; fails (throws) after `timeout` instead of hanging.
-    private func pollUntil(
-        _ what: String,
-        timeout: Duration = .seconds(30),
-        _ condition: () -> Bool
-    ) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while !condition() {
-            guard ContinuousClock.now < deadline else {
-                throw PollTimedOut(description: "Timed out after \(timeout) waiting for \(what)")
-            }
-            try await Task.sleep(for: .milliseconds(1))
         }
     }
 

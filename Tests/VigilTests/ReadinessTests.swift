@@ -1,3 +1,4 @@
+import InMemoryLogging
 import Logging
 import ServiceLifecycle
 import Synchronization
@@ -5,38 +6,27 @@ import Testing
 import Vigil
 import VigilTesting
 
-/// One log entry, as the daemon logged it.
-struct LoggedEntry: Sendable, CustomStringConvertible {
-    let level: Logger.Level
-    let message: String
-    let messageID: String?
-    var description: String { "\(level): \(message)" }
+/// The daemon's log, in memory (swift-log's own test handler), at every level.
+private func memoryLog() -> InMemoryLogHandler {
+    var handler = InMemoryLogHandler()
+    handler.logLevel = .trace
+    return handler
 }
 
-/// A log handler that records into an ``AsyncRecorder``, so a test can await an entry.
-struct RecordingLogHandler: LogHandler {
-    let entries: AsyncRecorder<LoggedEntry>
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .trace
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-    func log(event: LogEvent) {
-        let id = event.metadata?["MESSAGE_ID"].map { "\($0)" }
-        entries.append(LoggedEntry(level: event.level, message: "\(event.message)", messageID: id))
-    }
+extension InMemoryLogHandler.Entry {
+    fileprivate var text: String { "\(message)" }
+    fileprivate var messageID: String? { metadata["MESSAGE_ID"].map { "\($0)" } }
 }
 
 private func makeDaemon(
     _ listeners: [any Listener],
     notifier: RecordingNotifier,
-    entries: AsyncRecorder<LoggedEntry>,
+    log: InMemoryLogHandler,
     watchdog: Watchdog?
 ) -> Daemon {
     let logging = Daemon.Logging(
         levelControl: LogLevelControl(),
-        logger: Logger(label: "t") { _ in RecordingLogHandler(entries: entries) },
+        logger: Logger(label: "t") { _ in log },
         destination: .syslogPrefixedStderr
     )
     var daemon = Daemon(identifier: "testd", version: "0", listeners: listeners, logging: logging)
@@ -50,25 +40,28 @@ private struct AddressInUse: Error, CustomStringConvertible {
     var description: String { "cannot bind 127.0.0.1:8080: address already in use" }
 }
 
-/// A swift-service-lifecycle service that drains one in-flight request on graceful shutdown.
+/// A swift-service-lifecycle service that drains one in-flight request on graceful shutdown,
+/// and notes whether "Stopped" was already logged when it finished draining.
 private struct DrainingService: Service {
-    let entries: AsyncRecorder<LoggedEntry>
+    let steps: AsyncRecorder<String>
+    let log: InMemoryLogHandler
     let inFlight: Gate
     func run() async throws {
-        entries.append(LoggedEntry(level: .info, message: "service.running", messageID: nil))
+        steps.append("running")
         try? await gracefulShutdown()
-        entries.append(LoggedEntry(level: .info, message: "service.draining", messageID: nil))
+        steps.append("draining")
         await inFlight.wait()
-        entries.append(LoggedEntry(level: .info, message: "service.drained", messageID: nil))
+        let stopped = log.entries.contains { $0.messageID == LifecycleMessageID.stopped.rawValue }
+        steps.append(stopped ? "drained after Stopped was logged" : "drained")
     }
 }
 
 @Suite struct ReadinessTests {
     @Test func aPartThatFailsBeforeItIsReadyIsAStartFailureWithItsReason() async throws {
-        let entries = AsyncRecorder<LoggedEntry>()
+        let log = memoryLog()
         let notifier = RecordingNotifier()
         let http = ServiceListener(name: "http", run: { _ in throw AddressInUse() })
-        let daemon = makeDaemon([http], notifier: notifier, entries: entries, watchdog: nil)
+        let daemon = makeDaemon([http], notifier: notifier, log: log, watchdog: nil)
         #expect(await daemon.run() == 1)
         #expect(!notifier.datagrams.contains { $0.contains("READY=1") })
         #expect(
@@ -76,28 +69,29 @@ private struct DrainingService: Service {
                 "STATUS=Failed to start: http cannot bind 127.0.0.1:8080: address already in use"
             )
         )
-        let failed = entries.values.filter { $0.messageID == LifecycleMessageID.startFailed.rawValue }
+        let failed = log.entries.filter { $0.messageID == LifecycleMessageID.startFailed.rawValue }
         #expect(failed.count == 1)
-        #expect(failed.first?.message.contains("address already in use") == true)
+        #expect(failed.first?.text.contains("address already in use") == true)
     }
 
     /// Before: `Daemon(services:)` ran services beside the mediator, so "Stopped" was logged
     /// while the service was still draining.
     @available(*, deprecated, message: "exercises the deprecated Daemon(services:)")
     @Test func deprecatedServicesStopBeforeStoppedIsLogged() async throws {
-        let entries = AsyncRecorder<LoggedEntry>()
+        let log = memoryLog()
+        let steps = AsyncRecorder<String>()
         let notifier = RecordingNotifier()
         let inFlight = Gate()
         let logging = Daemon.Logging(
             levelControl: LogLevelControl(),
-            logger: Logger(label: "t") { _ in RecordingLogHandler(entries: entries) },
+            logger: Logger(label: "t") { _ in log },
             destination: .syslogPrefixedStderr
         )
         var daemon = Daemon(
             identifier: "testd",
             version: "0",
             listeners: [],
-            services: [DrainingService(entries: entries, inFlight: inFlight)],
+            services: [DrainingService(steps: steps, log: log, inFlight: inFlight)],
             logging: logging
         )
         daemon.notifier = notifier
@@ -106,20 +100,18 @@ private struct DrainingService: Service {
         let running = Task { await daemon.run() }
         try await notifier.waitForReady()
         running.cancel()  // a stop request
-        try await entries.wait { $0.contains { $0.message == "service.draining" } }
-        #expect(!entries.values.contains { $0.messageID == LifecycleMessageID.stopped.rawValue })
+        try await steps.wait { $0.contains("draining") }
+        #expect(!log.entries.contains { $0.messageID == LifecycleMessageID.stopped.rawValue })
         inFlight.open()
         #expect(await running.value == 0)
-        let values = entries.values
-        let drained = try #require(values.firstIndex { $0.message == "service.drained" })
-        let stopped = try #require(values.firstIndex { $0.messageID == LifecycleMessageID.stopped.rawValue })
-        #expect(drained < stopped)
+        #expect(steps.values == ["running", "draining", "drained"])
+        #expect(log.entries.contains { $0.messageID == LifecycleMessageID.stopped.rawValue })
     }
 
     /// Before: every probe during the stop was answered "unhealthy" and logged as a withheld
     /// watchdog ping with the watchdog-fault MESSAGE_ID.
     @Test func theWatchdogIsQuietWhileTheDaemonDrains() async throws {
-        let entries = AsyncRecorder<LoggedEntry>()
+        let log = memoryLog()
         let notifier = RecordingNotifier()
         let contexts = AsyncRecorder<ListenerContext>()
         let draining = ServiceListener(
@@ -136,7 +128,7 @@ private struct DrainingService: Service {
         let daemon = makeDaemon(
             [draining],
             notifier: notifier,
-            entries: entries,
+            log: log,
             watchdog: Watchdog(interval: .milliseconds(100))
         )
         let running = Task { await daemon.run() }
@@ -145,7 +137,7 @@ private struct DrainingService: Service {
         // A stop request as SIGTERM makes it (cancelling run() would end the watchdog's task too).
         try await contexts.wait { !$0.isEmpty }[0].requestTermination("test")
         #expect(await running.value == 0)
-        let values = entries.values
+        let values = log.entries
         #expect(!values.contains { $0.messageID == LifecycleMessageID.watchdogFault.rawValue })
         #expect(values.filter { $0.level >= .warning }.isEmpty, "\(values.filter { $0.level >= .warning })")
         // And no ping after STOPPING=1: a ping would arm systemd's watchdog again.
@@ -157,14 +149,14 @@ private struct DrainingService: Service {
     /// A stop that arrives while a slow reload runs: the mediator cannot answer probes until the
     /// reload ends and it sends STOPPING=1, but the stop is already under way; no false alarm.
     @Test func theWatchdogIsQuietBetweenAStopRequestAndStoppingOne() async throws {
-        let entries = AsyncRecorder<LoggedEntry>()
+        let log = memoryLog()
         let notifier = RecordingNotifier()
         let steps = AsyncRecorder<String>()
         let slowReload = SlowReloadListener(steps: steps)
         let daemon = makeDaemon(
             [slowReload],
             notifier: notifier,
-            entries: entries,
+            log: log,
             watchdog: Watchdog(interval: .milliseconds(400))
         )
         let running = Task { await daemon.run() }
@@ -177,39 +169,41 @@ private struct DrainingService: Service {
         try await steps.wait { $0.contains("prepare") }
         context.requestTermination("test")
         #expect(await running.value == 0)
-        let values = entries.values
+        let values = log.entries
         #expect(!values.contains { $0.messageID == LifecycleMessageID.watchdogFault.rawValue }, "\(values)")
     }
 
     @Test func healthBudgetsLongerThanTheProbeTimeoutAreCutWithOneWarningNamingTheListener() async throws {
-        let entries = AsyncRecorder<LoggedEntry>()
+        let log = memoryLog()
         let notifier = RecordingNotifier()
         let wedged = Gate()  // never opened
         let slow = RecordingListener("slow", log: AsyncRecorder(), behaviors: ["health": .wait(wedged)])
-        let quick = RecordingListener("quick", budgets: .init(health: .milliseconds(50)), log: AsyncRecorder())
+        let quickLog = AsyncRecorder<String>()
+        let quick = RecordingListener("quick", budgets: .init(health: .milliseconds(50)), log: quickLog)
         // WatchdogSec=400ms: the probe waits 100 ms; the default health budget is 2 s.
         let daemon = makeDaemon(
             [slow, quick],
             notifier: notifier,
-            entries: entries,
+            log: log,
             watchdog: Watchdog(interval: .milliseconds(400))
         )
         let running = Task { await daemon.run() }
         try await notifier.waitForReady()
-        // The wedged check is cut at 100 ms, not 2 s.
-        try await entries.wait {
-            $0.contains {
-                $0.message
-                    == "Listener 'slow' failed its health check: did not finish within its health budget of 100 ms"
+        // Each probe goes on to the next listener once the wedged check was cut (at 100 ms, not
+        // 2 s) and its failure logged: by the second probe of 'quick', one of 'slow' has failed.
+        try await quickLog.wait { $0.filter { $0 == "quick.health" }.count >= 2 }
+        #expect(
+            log.entries.contains {
+                $0.text == "Listener 'slow' failed its health check: did not finish within its health budget of 100 ms"
             }
-        }
+        )
         running.cancel()
         _ = await running.value
-        let warnings = entries.values.filter { $0.message.hasPrefix("Health budget") }
+        let warnings = log.entries.filter { $0.text.hasPrefix("Health budget") }
         #expect(warnings.count == 1)
         #expect(warnings.first?.level == .warning)
-        #expect(warnings.first?.message.contains("'slow' (2.0 seconds)") == true)
-        #expect(warnings.first?.message.contains("'quick'") == false)
+        #expect(warnings.first?.text.contains("'slow' (2.0 seconds)") == true)
+        #expect(warnings.first?.text.contains("'quick'") == false)
     }
 
     @Test func theHealthBudgetWarningNamesEachListenerAndSaysWhatToDo() {

@@ -70,24 +70,24 @@ private func writeFile(_ path: String, _ text: String) { TextFile.write(path, te
         round: Int,
         timeout: Duration = .seconds(30)
     ) async throws -> Int {
-        let deadline = ContinuousClock.now + timeout
         var seen = "no file"
-        while ContinuousClock.now < deadline {
-            if let text = TextFile.read(path) {
+        do {
+            return try await poll(for: "a heartbeat count above \(previous)", timeout: timeout) {
+                guard let text = TextFile.read(path) else { return nil }
                 seen = text
                 let saved = try JSONValueDecoder.decode(
                     SavedState.self,
                     from: try JSONParser.parse(Array(text.utf8)),
                     rejectUnknownKeys: false
                 )
-                if let count = saved.heartbeat?.count, count > previous { return count }
+                return saved.heartbeat.map(\.count).flatMap { $0 > previous ? $0 : nil }
             }
-            try await Task.sleep(for: .milliseconds(5))
+        } catch is PollTimedOut {
+            throw NoCheckpoint(
+                description: "round \(round): no checkpoint with a heartbeat count above \(previous) in \(path) "
+                    + "after \(timeout); last seen: \(seen.prefix(200))"
+            )
         }
-        throw NoCheckpoint(
-            description: "round \(round): no checkpoint with a heartbeat count above \(previous) in \(path) "
-                + "after \(timeout); last seen: \(seen.prefix(200))"
-        )
     }
 
     @Test func aCleanStopSavesAndACrashIsReportedAtTheNextStart() async throws {
