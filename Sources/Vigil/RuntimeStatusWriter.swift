@@ -35,9 +35,10 @@ public final class RuntimeStatusWriter: LifecycleObserver {
 
     private let state: Mutex<State>
 
-    /// How long the write after `READY=1` (start, reload) waits: the events of a burst (reloads
-    /// back to back) share one write, and the mediator is free for the next signal at once.
-    /// `reload` polls the file every 5 ms; a stop or failed start is written at once.
+    /// How long the write after a reload's `READY=1` waits: the reloads of a burst (back to
+    /// back) share one write, and the mediator is free for the next signal at once. `reload`
+    /// polls the file every 5 ms. A change of state (started, stopping, stopped, failed) is
+    /// written at once.
     package let deferral: Duration
 
     /// A writer for this process, in state `starting`.
@@ -75,8 +76,8 @@ public final class RuntimeStatusWriter: LifecycleObserver {
     /// The status as last written (or as it would be).
     public var current: RuntimeStatus { state.withLock { $0.status } }
 
-    /// Records a lifecycle event in the status and rewrites the file: at once when the daemon
-    /// stops or failed to start, ``deferral`` later after `READY=1` (start, reload).
+    /// Records a lifecycle event in the status and rewrites the file: ``deferral`` later after
+    /// a reload (or an event that changes none of the library's keys), else at once.
     public func observe(_ record: LifecycleRecord) {
         let now = state.withLock { state -> Bool in
             switch record {
@@ -102,7 +103,12 @@ public final class RuntimeStatusWriter: LifecycleObserver {
             case .startFailed: state.status.state = "failed"
             case .userSignal, .listenerFailed, .fatalFault: return false
             }
-            return ["stopping", "stopped", "failed"].contains(state.status.state)
+            // A reload's outcome can wait; a change of state (`systemctl start` returns on
+            // READY=1, and `status` should then say "running") cannot.
+            switch record {
+            case .reloadApplied, .reloadRejected: return false
+            default: return true
+            }
         }
         if now { write() } else { scheduleWrite() }
     }
