@@ -26,8 +26,8 @@ public struct LifecycleLogger: LifecycleObserver {
                 .started,
                 "started",
                 [
-                    "generation": "\(generation)", "duration_usec": "\(timeToReady.microseconds)",
-                    "version": "\(version)", "pid": "\(getpid())",
+                    "VIGIL_GENERATION": "\(generation)", "VIGIL_DURATION_USEC": "\(timeToReady.microseconds)",
+                    "VIGIL_VERSION": "\(version)", "VIGIL_PID": "\(getpid())",
                 ]
             )
         case .startFailed(let listener, let reason):
@@ -36,7 +36,7 @@ public struct LifecycleLogger: LifecycleObserver {
                 "Start-up failed in \(listener): \(reason)",
                 .startFailed,
                 "start-failed",
-                ["listener": "\(listener)", "reason": "\(reason)"]
+                ["VIGIL_LISTENER": "\(listener)", "VIGIL_REASON": "\(reason)"]
             )
         case .reloadApplied(let generation, let duration):
             log(
@@ -44,7 +44,7 @@ public struct LifecycleLogger: LifecycleObserver {
                 "Reload applied: configuration generation \(generation) is now in force",
                 .reloadApplied,
                 "reload-applied",
-                ["generation": "\(generation)", "duration_usec": "\(duration.microseconds)"]
+                ["VIGIL_GENERATION": "\(generation)", "VIGIL_DURATION_USEC": "\(duration.microseconds)"]
             )
         case .reloadRejected(let rejection, let generation, let duration):
             log(
@@ -53,21 +53,22 @@ public struct LifecycleLogger: LifecycleObserver {
                 .reloadRejected,
                 "reload-rejected",
                 [
-                    "generation": "\(generation)", "listener": "\(rejection.listener)", "reason": "\(rejection.reason)",
-                    "duration_usec": "\(duration.microseconds)",
+                    "VIGIL_GENERATION": "\(generation)", "VIGIL_LISTENER": "\(rejection.listener)",
+                    "VIGIL_REASON": "\(rejection.reason)",
+                    "VIGIL_DURATION_USEC": "\(duration.microseconds)",
                 ]
             )
         case .userSignal(let signal):
-            log(.info, "Handled \(signal)", .userSignal, "user-signal", ["signal": "\(signal)"])
+            log(.info, "Handled \(signal)", .userSignal, "user-signal", ["VIGIL_SIGNAL": "\(signal)"])
         case .stopping(let reason):
-            log(.notice, "Stopping (\(reason))", .stopping, "stopping", ["reason": "\(reason)"])
+            log(.notice, "Stopping (\(reason))", .stopping, "stopping", ["VIGIL_REASON": "\(reason)"])
         case .stopped(let uptime):
             log(
                 .notice,
                 "Stopped after \(uptime.components.seconds) s",
                 .stopped,
                 "stopped",
-                ["uptime_usec": "\(uptime.microseconds)"]
+                ["VIGIL_UPTIME_USEC": "\(uptime.microseconds)"]
             )
         case .listenerFailed:
             break  // the mediator logs these itself, with the listener's name
@@ -77,7 +78,7 @@ public struct LifecycleLogger: LifecycleObserver {
                 "Fatal fault in \(listener): \(reason); asking systemd to restart the daemon",
                 .watchdogFault,
                 "fatal-fault",
-                ["listener": "\(listener)", "reason": "\(reason)"]
+                ["VIGIL_LISTENER": "\(listener)", "VIGIL_REASON": "\(reason)"]
             )
         }
     }
@@ -87,10 +88,11 @@ public struct LifecycleLogger: LifecycleObserver {
         _ message: String,
         _ id: LifecycleMessageID,
         _ event: String,
-        _ fields: [String: String]
+        _ fields: Logger.Metadata
     ) {
-        var metadata: Logger.Metadata = ["MESSAGE_ID": .string(id.rawValue), "VIGIL_EVENT": .string(event)]
-        for (key, value) in fields { metadata["VIGIL_" + key.uppercased()] = .string(value) }
+        var metadata = fields
+        metadata["MESSAGE_ID"] = .string(id.rawValue)
+        metadata["VIGIL_EVENT"] = .string(event)
         logger.log(level: level, "\(message)", metadata: metadata)
     }
 }

@@ -106,7 +106,7 @@ public struct RuntimeStatus: Sendable, Equatable {
     ]
 
     /// The library's part of the file, in the order it is written.
-    private struct Core: Codable {
+    private struct Core: Decodable {
         var formatVersion: Int?
         var pid: Int32
         var processStartTime: UInt64?
@@ -147,26 +147,30 @@ public struct RuntimeStatus: Sendable, Equatable {
         try parse(try directory.read(fileName, limit: sizeLimit))
     }
 
-    /// The file's JSON object: the library's keys, then the daemon's.
-    package func document() throws -> JSONValue {
-        let core = Core(
-            formatVersion: Self.formatVersion,
-            pid: pid,
-            processStartTime: processStartTime,
-            state: state,
-            generation: generation,
-            lastReload: lastReload,
-            startedAt: startedAt,
-            previousShutdownClean: previousShutdownClean
-        )
-        var value = try JSONValueEncoder.encode(core)
-        if case .object(let members) = value.kind { value.kind = .object(members + daemonMembers) }
-        return value
+    /// The file's JSON object: the library's keys, then the daemon's. Built directly, not
+    /// through `Encodable`: it is written after every lifecycle event; keys and values are those
+    /// `Core` reads back (a `nil` optional leaves its key out).
+    package func document() -> JSONValue {
+        func number(_ value: some BinaryInteger) -> JSONValue { JSONValue(.number("\(value)")) }
+        func member(_ key: String, _ value: JSONValue) -> JSONValue.Member { .init(key: key, value: value) }
+        var members = [member("formatVersion", number(Self.formatVersion)), member("pid", number(pid))]
+        if let processStartTime { members.append(member("processStartTime", number(processStartTime))) }
+        members.append(member("state", JSONValue(.string(state))))
+        members.append(member("generation", number(generation)))
+        if let lastReload {
+            var reload = [member("result", JSONValue(.string(lastReload.result)))]
+            if let reason = lastReload.reason { reload.append(member("reason", JSONValue(.string(reason)))) }
+            reload.append(member("beganMonotonicUsec", number(lastReload.beganMonotonicUsec)))
+            members.append(member("lastReload", JSONValue(.object(reload))))
+        }
+        members.append(member("startedAt", number(startedAt)))
+        members.append(member("previousShutdownClean", JSONValue(.bool(previousShutdownClean))))
+        return JSONValue(.object(members + daemonMembers))
     }
 
     /// What `status --json` prints: the file's keys plus `uptimeSeconds`.
     package func json() throws -> String {
-        var value = try document()
+        var value = document()
         if case .object(var members) = value.kind {
             members.append(.init(key: "uptimeSeconds", value: JSONValue(.number("\(uptimeSeconds)"))))
             value.kind = .object(members)

@@ -29,12 +29,25 @@ public final class RuntimeStatusWriter: LifecycleObserver {
         var directory: TrustedDirectory?
         var keys: [@Sendable () throws -> JSONValue] = []
         var history: (any ShutdownHistory)?
+        /// The write that ``deferral`` after an event will make, if one is due.
+        var pending: Task<Void, Never>?
     }
 
     private let state: Mutex<State>
 
+    /// How long the write after a reload's `READY=1` waits: the reloads of a burst (back to
+    /// back) share one write, and the mediator is free for the next signal at once. `reload`
+    /// polls the file every 5 ms. A change of state (started, stopping, stopped, failed) is
+    /// written at once.
+    package let deferral: Duration
+
     /// A writer for this process, in state `starting`.
-    public init() {
+    public convenience init() {
+        self.init(deferral: .milliseconds(1))
+    }
+
+    package init(deferral: Duration) {
+        self.deferral = deferral
         state = Mutex(
             State(
                 status: RuntimeStatus(
@@ -58,35 +71,50 @@ public final class RuntimeStatusWriter: LifecycleObserver {
     }
 
     /// Rewrites the file now (after the daemon's own keys changed).
-    public func update() { write { _ in } }
+    public func update() { write() }
 
     /// The status as last written (or as it would be).
     public var current: RuntimeStatus { state.withLock { $0.status } }
 
-    /// Records a lifecycle event in the status and rewrites the file.
+    /// Records a lifecycle event in the status and rewrites the file: ``deferral`` later after
+    /// a reload (or an event that changes none of the library's keys), else at once.
     public func observe(_ record: LifecycleRecord) {
-        write { status in
+        let now = state.withLock { state -> Bool in
             switch record {
             case .started(let generation, _):
-                status.state = "running"
-                status.generation = generation
+                state.status.state = "running"
+                state.status.generation = generation
             case .reloadApplied(let generation, let duration):
-                status.generation = generation
-                status.lastReload = .init(result: "applied", reason: nil, beganMonotonicUsec: Self.began(duration))
+                state.status.generation = generation
+                state.status.lastReload = .init(
+                    result: "applied",
+                    reason: nil,
+                    beganMonotonicUsec: Self.began(duration)
+                )
             case .reloadRejected(let rejection, let generation, let duration):
-                status.generation = generation
-                status.lastReload = .init(
+                state.status.generation = generation
+                state.status.lastReload = .init(
                     result: "rejected",
                     reason: rejection.description,
                     beganMonotonicUsec: Self.began(duration)
                 )
-            case .stopping: status.state = "stopping"
-            case .stopped: status.state = "stopped"
-            case .startFailed: status.state = "failed"
-            case .userSignal, .listenerFailed, .fatalFault: break
+            case .stopping: state.status.state = "stopping"
+            case .stopped: state.status.state = "stopped"
+            case .startFailed: state.status.state = "failed"
+            case .userSignal, .listenerFailed, .fatalFault: return false
+            }
+            // A reload's outcome can wait; a change of state (`systemctl start` returns on
+            // READY=1, and `status` should then say "running") cannot.
+            switch record {
+            case .reloadApplied, .reloadRejected: return false
+            default: return true
             }
         }
+        if now { write() } else { scheduleWrite() }
     }
+
+    /// The write scheduled after the last event, if it is still due (tests await it).
+    package var pendingWrite: Task<Void, Never>? { state.withLock { $0.pending } }
 
     /// Takes `previousShutdownClean` from the first listener that knows it.
     func track(_ listeners: [any Listener]) {
@@ -97,7 +125,7 @@ public final class RuntimeStatusWriter: LifecycleObserver {
     /// Writes into `directory` from now on.
     package func use(_ directory: TrustedDirectory) {
         state.withLock { $0.directory = directory }
-        update()
+        write()
     }
 
     private static func began(_ duration: Duration) -> UInt64 {
@@ -106,10 +134,25 @@ public final class RuntimeStatusWriter: LifecycleObserver {
         return now > elapsed ? now - elapsed : 0
     }
 
-    private func write(_ change: (inout RuntimeStatus) -> Void) {
+    /// One write ``deferral`` from now, unless one is already due.
+    private func scheduleWrite() {
+        state.withLock { state in
+            guard state.directory != nil, state.pending == nil else { return }
+            let deferral = self.deferral
+            state.pending = Task { [weak self] in
+                // Cancelled: a write since then (a stop) took this one's place.
+                guard (try? await EventLoopExecutor.sleep(for: deferral)) != nil else { return }
+                self?.write()
+            }
+        }
+    }
+
+    private func write() {
         // Under the lock: the mediator and the daemon's own tasks both update the file.
         state.withLock { state in
-            change(&state.status)
+            // This write includes what a due one would have written.
+            state.pending?.cancel()
+            state.pending = nil
             if let clean = state.history?.previousShutdownClean { state.status.previousShutdownClean = clean }
             var members: [JSONValue.Member] = []
             for keys in state.keys {
@@ -117,9 +160,10 @@ public final class RuntimeStatusWriter: LifecycleObserver {
                 members += added.filter { !RuntimeStatus.libraryKeys.contains($0.key) }
             }
             state.status.daemonMembers = members
-            guard let directory = state.directory, let document = try? state.status.document() else { return }
+            guard let directory = state.directory else { return }
             // Runtime status lives on tmpfs: atomic rename, no fsync.
-            try? directory.writeAtomically(Array(JSONWriter.write(document).utf8), to: RuntimeStatus.fileName)
+            let text = JSONWriter.write(state.status.document())
+            try? directory.writeAtomically(Array(text.utf8), to: RuntimeStatus.fileName)
         }
     }
 }

@@ -326,7 +326,7 @@ import VigilTesting
         #expect(parsed.daemonMembers.map(\.key) == ["heartbeats", "heartbeat"])
         // A file from before formatVersion reads as version 1; a newer one is refused.
         let old = try RuntimeStatus.parse(Array(text.replacing(#""formatVersion": 1, "#, with: "").utf8))
-        #expect(JSONWriter.write(try old.document()) == JSONWriter.write(try parsed.document()))
+        #expect(JSONWriter.write(old.document()) == JSONWriter.write(parsed.document()))
         #expect {
             try RuntimeStatus.parse(Array(text.replacing(#""formatVersion": 1"#, with: #""formatVersion": 2"#).utf8))
         } throws: { "\($0)".contains("format version 2, this client reads version 1") }
