@@ -34,7 +34,7 @@ public struct Daemon: Sendable {
     public var startupCommands: [any StartupCommand]
     /// swift-service-lifecycle services given to the deprecated
     /// ``init(identifier:version:listeners:startupCommands:services:values:logging:)``; each runs
-    /// as a ``ServiceListener`` that is ready as soon as it runs.
+    /// as a `ServiceListener` that is ready as soon as it runs.
     @available(*, deprecated, message: "Run each service as a ServiceListener, which can wait until it is ready")
     public var services: [any Service] { legacyServices }
     private let legacyServices: [any Service]
@@ -50,7 +50,7 @@ public struct Daemon: Sendable {
     public var notifier: any ServiceManagerNotifier
     /// The watchdog, from `WATCHDOG_USEC`/`WATCHDOG_PID` unless set.
     public var watchdog: Watchdog?
-    /// Where the lifecycle metrics go (``LifecycleMetrics`` lists them): swift-metrics' bootstrapped
+    /// Where the lifecycle metrics go (`LifecycleMetrics` lists them): swift-metrics' bootstrapped
     /// factory, as it is when the daemon is created, unless set.
     public var metrics: any MetricsFactory
     /// The logging set-up from ``bootstrapLogging(identifier:destination:level:)``.
@@ -91,7 +91,7 @@ public struct Daemon: Sendable {
 
     /// Creates a daemon.
     ///
-    /// A long-running part (an HTTP server, a queue consumer) is a ``ServiceListener`` among
+    /// A long-running part (an HTTP server, a queue consumer) is a `ServiceListener` among
     /// the `listeners`: its start completes when it says it is ready, so `READY=1` follows it.
     public init(
         identifier: String,
@@ -114,11 +114,11 @@ public struct Daemon: Sendable {
 
     /// Creates a daemon that also runs swift-service-lifecycle services.
     ///
-    /// Each service runs as a ``ServiceListener`` that depends on every listener (it starts
+    /// Each service runs as a `ServiceListener` that depends on every listener (it starts
     /// last, stops first, gets graceful shutdown within its terminate budget, and "Stopped" is
     /// logged only after it ended) and counts as ready as soon as it runs: a service cannot say
-    /// when it has bound, so `READY=1` may still precede the bind. Use ``ServiceListener``
-    /// directly and call its ``ReadySignal`` from the service's own readiness callback
+    /// when it has bound, so `READY=1` may still precede the bind. Use `ServiceListener`
+    /// directly and call its `ReadySignal` from the service's own readiness callback
     /// (Hummingbird's `onServerRunning`) instead.
     @available(
         *,

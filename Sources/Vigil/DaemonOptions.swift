@@ -7,7 +7,7 @@ public struct DaemonOptions: Sendable {
     /// Its version.
     public let version: String
     /// `--config`, else `$CONFIGURATION_DIRECTORY/<name>.json`, else the embedded default: for
-    /// ``ConfigurationListener/init(source:)``.
+    /// `ConfigurationListener.init(source:)`.
     public let configurationSource: ConfigurationSource
     /// `--state-directory`, else `$STATE_DIRECTORY`, else `~/.local/state/<name>`.
     public let stateDirectory: String
@@ -23,6 +23,6 @@ public struct DaemonOptions: Sendable {
     /// ``RuntimeStatusWriter/addKeys(_:)``.
     public let status: RuntimeStatusWriter
 
-    /// `<state directory>/state.json`: for ``PersistenceListener``.
+    /// `<state directory>/state.json`: for `PersistenceListener`.
     public var stateFile: String { stateDirectory + "/state.json" }
 }

@@ -13,6 +13,8 @@ public struct LoggingListener<Configuration: ValidatedConfiguration>: Listener {
     ///
     /// - Parameters:
     ///   - control: the shared level of every handler.
+    ///   - configurationListener: the name of the listener that applies the configuration (this
+    ///     one starts after it).
     ///   - level: the level the configuration asks for.
     public init(
         control: LogLevelControl,

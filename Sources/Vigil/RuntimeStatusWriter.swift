@@ -7,7 +7,7 @@ import VigilLifecycle
     import Musl
 #endif
 
-/// What reports whether the previous run stopped cleanly: ``PersistenceListener``.
+/// What reports whether the previous run stopped cleanly: `PersistenceListener`.
 protocol ShutdownHistory: Sendable {
     var previousShutdownClean: Bool? { get }
 }
@@ -29,7 +29,7 @@ public final class RuntimeStatusWriter: LifecycleObserver {
         var directory: TrustedDirectory?
         var keys: [@Sendable () throws -> JSONValue] = []
         var history: (any ShutdownHistory)?
-        /// The write that ``deferral`` after an event will make, if one is due.
+        /// The write that `deferral` after an event will make, if one is due.
         var pending: Task<Void, Never>?
     }
 
@@ -76,7 +76,7 @@ public final class RuntimeStatusWriter: LifecycleObserver {
     /// The status as last written (or as it would be).
     public var current: RuntimeStatus { state.withLock { $0.status } }
 
-    /// Records a lifecycle event in the status and rewrites the file: ``deferral`` later after
+    /// Records a lifecycle event in the status and rewrites the file: `deferral` later after
     /// a reload (or an event that changes none of the library's keys), else at once.
     public func observe(_ record: LifecycleRecord) {
         let now = state.withLock { state -> Bool in
@@ -134,7 +134,7 @@ public final class RuntimeStatusWriter: LifecycleObserver {
         return now > elapsed ? now - elapsed : 0
     }
 
-    /// One write ``deferral`` from now, unless one is already due.
+    /// One write `deferral` from now, unless one is already due.
     private func scheduleWrite() {
         state.withLock { state in
             guard state.directory != nil, state.pending == nil else { return }

@@ -1,8 +1,10 @@
 import Testing
 import VigilTesting
 
-/// Every ```swift block of README.md compiles: it must appear, line for line (indentation and
-/// `import` lines aside), in ReadmeSnippets.swift, which the test build compiles.
+/// Every ```swift block of README.md and of the DocC articles that show Vigil's own API compiles:
+/// it must appear, line for line (indentation and `import` lines aside), in ReadmeSnippets.swift,
+/// which the test build compiles. (Readiness.md and SocketActivation.md show Hummingbird code;
+/// Examples/hello-http compiles that.)
 @Suite struct ReadmeSnippetTests {
     static let project: String = {
         var path = #filePath
@@ -37,17 +39,23 @@ import VigilTesting
         return blocks.map { normalized($0) }
     }
 
-    @Test func everySwiftBlockOfTheReadmeIsCompiled() throws {
-        let readme = try #require(TextFile.read(Self.project + "/README.md"))
+    @Test(arguments: [
+        "README.md", "Sources/Vigil/Vigil.docc/WritingADaemon.md", "Sources/Vigil/Vigil.docc/TestingADaemon.md",
+    ])
+    func everySwiftBlockIsCompiled(document: String) throws {
+        let markdown = try #require(TextFile.read(Self.project + "/" + document))
         let compiled = try #require(TextFile.read(Self.project + "/Tests/VigilTests/ReadmeSnippets.swift"))
         let lines = Self.normalized(compiled.split(separator: "\n", omittingEmptySubsequences: false))
-        let blocks = Self.swiftBlocks(readme)
-        #expect(blocks.count >= 2)
+        let blocks = Self.swiftBlocks(markdown)
+        #expect(blocks.count >= 1)
         for block in blocks {
             let found = (0...max(0, lines.count - block.count)).contains { start in
                 Array(lines[start..<min(lines.count, start + block.count)]) == block
             }
-            #expect(found, "this README snippet is not in ReadmeSnippets.swift:\n\(block.joined(separator: "\n"))")
+            #expect(
+                found,
+                "this snippet of \(document) is not in ReadmeSnippets.swift:\n\(block.joined(separator: "\n"))"
+            )
         }
     }
 }

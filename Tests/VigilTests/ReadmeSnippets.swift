@@ -1,12 +1,15 @@
 // swift-format-ignore-file
 // (The snippets stay exactly as the README shows them.)
-// The README's Swift snippets, verbatim, so that the test build compiles them
-// (ReadmeSnippetTests checks that every ```swift block of README.md appears here line for line;
-// `import` lines aside). Never run: each is wrapped in a function nobody calls. Names a snippet
+// The Swift snippets of README.md and of the DocC articles WritingADaemon.md and
+// TestingADaemon.md, verbatim, so that the test build compiles them (ReadmeSnippetTests checks
+// that every ```swift block of those documents appears here line for line; `import` lines aside).
+// A daemon's snippets are never run: each is wrapped in a function nobody calls; the testing
+// article's example is a test and runs. Names a snippet
 // leaves to the reader (`Config`, `MyConfiguration`) are defined around it.
 import Glibc
 import Vigil
-import struct VigilTesting.SampleConfiguration  // the stand-in for `MyConfiguration`, and nothing else
+import Testing
+import VigilTesting  // SampleConfiguration stands in for `MyConfiguration`; the testing article uses the kit
 
 enum ReadmeSnippet1 {
     struct Config: Listener { let name = "config" }
@@ -48,5 +51,19 @@ enum ReadmeSnippet2 {
                               listeners: [config, state, Worker()], logging: options.logging)
             }
         }
+    }
+}
+
+// TestingADaemon.md's example: a real test, so it runs as well as compiles.
+@Test func aRejectedReloadKeepsTheOldGeneration() async throws {
+    let log = AsyncRecorder<RecordingListener.Call>()
+    let worker = RecordingListener("worker", log: log, decision: .reject(reason: "not now"))
+    try await withRunningDaemon(listeners: [worker]) { daemon in
+        daemon.group.requestReload()
+        try await daemon.observer.records.wait("the rejection") {
+            $0.contains { if case .reloadRejected = $0 { true } else { false } }
+        }
+        #expect(daemon.group.context.generation == 1)
+        #expect(log.values.contains("worker.prepare"))
     }
 }
