@@ -27,15 +27,21 @@ package enum LogMetadata {
         }
     }
 
-    /// `metadata`'s entries by key, as both handlers write them (no array for one entry or none).
+    /// `metadata`'s entries by key, as both handlers write them: the dictionary's indices are
+    /// sorted in a buffer on the stack, so no entry is copied and no array allocated.
     package static func forEachSorted(
         _ metadata: Logger.Metadata,
         _ body: (String, Logger.Metadata.Value) -> Void
     ) {
-        switch metadata.count {
-        case 0: return
-        case 1: for (key, value) in metadata { body(key, value) }
-        default: for (key, value) in metadata.sorted(by: { $0.key < $1.key }) { body(key, value) }
+        if metadata.count < 2 {
+            for (key, value) in metadata { body(key, value) }
+            return
+        }
+        withUnsafeTemporaryAllocation(of: Logger.Metadata.Index.self, capacity: metadata.count) { buffer in
+            var indices = UnsafeMutableBufferPointer(rebasing: buffer[..<buffer.initialize(from: metadata.indices).1])
+            defer { indices.deinitialize() }
+            indices.sort { metadata[$0].key < metadata[$1].key }
+            for index in indices { body(metadata[index].key, metadata[index].value) }
         }
     }
 }

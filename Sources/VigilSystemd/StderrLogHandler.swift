@@ -188,6 +188,9 @@ struct EscapedLine {
                 bytes.append(contentsOf: UnsafeBufferPointer(rebasing: text[clean..<end]))
             }
             while index < text.count {
+                // Eight bytes at a time while none of them can start a character to escape.
+                while index + 8 <= text.count && !Self.mayNeedEscaping(word: text, at: index) { index += 8 }
+                guard index < text.count else { break }
                 let byte = text[index]
                 // Every character to escape starts with one of these bytes: C0 and DEL, the
                 // backslash, 0xC2 (C1 controls, U+0080–U+009F), 0xE2 (U+2028, U+2029).
@@ -219,6 +222,17 @@ struct EscapedLine {
             flush(upTo: text.count)
             return true
         }
+    }
+
+    /// Whether any of the eight bytes from `index` is below 0x20, a backslash, DEL or not ASCII.
+    private static func mayNeedEscaping(word bytes: UnsafeBufferPointer<UInt8>, at index: Int) -> Bool {
+        let word = UnsafeRawPointer(bytes.baseAddress! + index).loadUnaligned(as: UInt64.self)
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let high: UInt64 = 0x8080_8080_8080_8080
+        func hasZeroByte(_ value: UInt64) -> Bool { (value &- ones) & ~value & high != 0 }
+        return word & high != 0  // not ASCII
+            || (word &- 0x20 &* ones) & ~word & high != 0  // below 0x20
+            || hasZeroByte(word ^ (0x5C &* ones)) || hasZeroByte(word ^ (0x7F &* ones))
     }
 
     /// `\\`, `\n`, `\r`, `\t`, `\xHH` below U+0080, `\u{H…}` above.

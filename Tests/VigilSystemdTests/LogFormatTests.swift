@@ -176,9 +176,12 @@ import VigilSystemd
 
     @Test func everyScalarIsEscapedExactlyWhenItIsAControlCharacter() {
         let scalars = (0..<0x3100).compactMap(Unicode.Scalar.init) + ["\u{FEFF}", "\u{1F600}", "\u{10FFFF}"]
+        // Before, inside and after the 8-byte words the scan skips over.
         for scalar in scalars {
-            let text = "a" + String(scalar) + "b"
-            #expect(StderrLogHandler.escaped(text) == "a" + reference(scalar) + "b", "U+\(scalar.value)")
+            for (before, after) in [("a", "b"), ("sixteen bytes…", "and a tail past a word")] {
+                let text = before + String(scalar) + after
+                #expect(StderrLogHandler.escaped(text) == before + reference(scalar) + after, "U+\(scalar.value)")
+            }
         }
     }
 
