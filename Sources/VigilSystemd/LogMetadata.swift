@@ -33,9 +33,18 @@ package enum LogMetadata {
         _ metadata: Logger.Metadata,
         _ body: (String, Logger.Metadata.Value) -> Void
     ) {
-        if metadata.count < 2 {
+        switch metadata.count {
+        case 0, 1:
             for (key, value) in metadata { body(key, value) }
             return
+        case 2:
+            let first = metadata.startIndex
+            let second = metadata.index(after: first)
+            let (a, b) = metadata[first].key < metadata[second].key ? (first, second) : (second, first)
+            body(metadata[a].key, metadata[a].value)
+            body(metadata[b].key, metadata[b].value)
+            return
+        default: break
         }
         withUnsafeTemporaryAllocation(of: Logger.Metadata.Index.self, capacity: metadata.count) { buffer in
             var indices = UnsafeMutableBufferPointer(rebasing: buffer[..<buffer.initialize(from: metadata.indices).1])

@@ -180,48 +180,55 @@ struct EscapedLine {
     /// nothing and returns `false` when `text` needs no escaping.
     @discardableResult
     mutating func appendEscaped(_ text: String, unlessClean: Bool = false) -> Bool {
-        var text = text
-        return text.withUTF8 { text in
-            var index = 0
-            var clean = 0  // start of the run not yet copied
-            func flush(upTo end: Int) {
-                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: text[clean..<end]))
-            }
-            while index < text.count {
-                // Eight bytes at a time while none of them can start a character to escape.
-                while index + 8 <= text.count && !Self.mayNeedEscaping(word: text, at: index) { index += 8 }
-                guard index < text.count else { break }
-                let byte = text[index]
-                // Every character to escape starts with one of these bytes: C0 and DEL, the
-                // backslash, 0xC2 (C1 controls, U+0080–U+009F), 0xE2 (U+2028, U+2029).
-                guard byte < 0x20 || byte == 0x5C || byte == 0x7F || byte == 0xC2 || byte == 0xE2 else {
-                    index += 1
-                    continue
-                }
-                let scalar: UInt32
-                let width: Int
-                switch byte {
-                case 0xC2 where index + 1 < text.count && text[index + 1] < 0xA0:
-                    (scalar, width) = (UInt32(text[index + 1]), 2)
-                case 0xE2
-                where index + 2 < text.count && text[index + 1] == 0x80
-                    && (text[index + 2] == 0xA8 || text[index + 2] == 0xA9):
-                    (scalar, width) = (0x2000 | UInt32(text[index + 2] - 0x80), 3)
-                case 0xC2, 0xE2:
-                    index += 1
-                    continue
-                default:
-                    (scalar, width) = (UInt32(byte), 1)
-                }
-                flush(upTo: index)
-                appendEscape(scalar)
-                index += width
-                clean = index
-            }
-            if unlessClean && clean == 0 { return false }
-            flush(upTo: text.count)
-            return true
+        if let appended = text.utf8.withContiguousStorageIfAvailable({
+            appendEscaped(utf8: $0, unlessClean: unlessClean)
+        }) {
+            return appended
         }
+        var text = text
+        return text.withUTF8 { appendEscaped(utf8: $0, unlessClean: unlessClean) }
+    }
+
+    private mutating func appendEscaped(utf8 text: UnsafeBufferPointer<UInt8>, unlessClean: Bool) -> Bool {
+        var index = 0
+        var clean = 0  // start of the run not yet copied
+        func flush(upTo end: Int) {
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: text[clean..<end]))
+        }
+        while index < text.count {
+            // Eight bytes at a time while none of them can start a character to escape.
+            while index + 8 <= text.count && !Self.mayNeedEscaping(word: text, at: index) { index += 8 }
+            guard index < text.count else { break }
+            let byte = text[index]
+            // Every character to escape starts with one of these bytes: C0 and DEL, the
+            // backslash, 0xC2 (C1 controls, U+0080–U+009F), 0xE2 (U+2028, U+2029).
+            guard byte < 0x20 || byte == 0x5C || byte == 0x7F || byte == 0xC2 || byte == 0xE2 else {
+                index += 1
+                continue
+            }
+            let scalar: UInt32
+            let width: Int
+            switch byte {
+            case 0xC2 where index + 1 < text.count && text[index + 1] < 0xA0:
+                (scalar, width) = (UInt32(text[index + 1]), 2)
+            case 0xE2
+            where index + 2 < text.count && text[index + 1] == 0x80
+                && (text[index + 2] == 0xA8 || text[index + 2] == 0xA9):
+                (scalar, width) = (0x2000 | UInt32(text[index + 2] - 0x80), 3)
+            case 0xC2, 0xE2:
+                index += 1
+                continue
+            default:
+                (scalar, width) = (UInt32(byte), 1)
+            }
+            flush(upTo: index)
+            appendEscape(scalar)
+            index += width
+            clean = index
+        }
+        if unlessClean && clean == 0 { return false }
+        flush(upTo: text.count)
+        return true
     }
 
     /// Whether any of the eight bytes from `index` is below 0x20, a backslash, DEL or not ASCII.
