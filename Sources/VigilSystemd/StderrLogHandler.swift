@@ -122,7 +122,7 @@ public struct StderrLogHandler: LogHandler {
     }
 
     /// `2026-11-21 19:45:30.123`, local time.
-    static func localTime() -> String {
+    package static func localTime() -> String {
         var line = EscapedLine(capacity: 24)
         line.appendLocalTime()
         return String(decoding: line.bytes, as: UTF8.self)

@@ -2,6 +2,12 @@ import Logging
 import Testing
 import VigilSystemd
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
 @Suite struct JournalFieldNameTests {
     @Test(arguments: [
         ("sl-service", "SL_SERVICE"), ("http.status", "HTTP_STATUS"), ("requestID", "REQUESTID"),
@@ -62,6 +68,27 @@ import VigilSystemd
             time: "T"
         )
         #expect(coloured == "T \u{1B}[31merror\u{1B}[0m vigild: x")
+    }
+
+    @Test func terminalTimeIsLocalTimeToTheMillisecond() {
+        var now = time(nil)
+        var parts = tm()
+        localtime_r(&now, &parts)
+        let time = Array(StderrLogHandler.localTime().utf8)
+        let shape = Array("0000-00-00 00:00:00.000".utf8)
+        #expect(time.count == shape.count)
+        for (byte, expected) in zip(time, shape) {
+            if expected == UInt8(ascii: "0") {
+                #expect((UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte))
+            } else {
+                #expect(byte == expected)
+            }
+        }
+        let year = Int(String(decoding: time.prefix(4), as: UTF8.self)) ?? 0
+        #expect(
+            year - Int(parts.tm_year + 1900) <= 1 && year >= Int(parts.tm_year + 1900),
+            "a new year may begin in between"
+        )
     }
 
     @Test func theLevelIsSharedAndAdjustableAtRunTime() {
