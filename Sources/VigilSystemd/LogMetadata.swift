@@ -40,17 +40,17 @@ package enum LogMetadata {
         case 2:
             let first = metadata.startIndex
             let second = metadata.index(after: first)
-            let (a, b) = metadata[first].key < metadata[second].key ? (first, second) : (second, first)
-            body(metadata[a].key, metadata[a].value)
-            body(metadata[b].key, metadata[b].value)
+            let (a, b) = metadata.keys[first] < metadata.keys[second] ? (first, second) : (second, first)
+            body(metadata.keys[a], metadata.values[a])
+            body(metadata.keys[b], metadata.values[b])
             return
         default: break
         }
         withUnsafeTemporaryAllocation(of: Logger.Metadata.Index.self, capacity: metadata.count) { buffer in
             var indices = UnsafeMutableBufferPointer(rebasing: buffer[..<buffer.initialize(from: metadata.indices).1])
             defer { indices.deinitialize() }
-            indices.sort { metadata[$0].key < metadata[$1].key }
-            for index in indices { body(metadata[index].key, metadata[index].value) }
+            indices.sort { metadata.keys[$0] < metadata.keys[$1] }
+            for index in indices { body(metadata.keys[index], metadata.values[index]) }
         }
     }
 }
