@@ -18,10 +18,40 @@ public enum JournalFieldName {
         "SWIFT_LOG_LABEL", "SWIFT_LOG_SOURCE", "SWIFT_LOG_ERROR",
     ]
 
+    /// The longest name journald keeps.
+    static let maximumLength = 64
+
+    private static let reservedBytes = reserved.map { Array($0.utf8) }
+
+    /// Whether `name` is one of the ``reserved`` fields.
+    static func isReserved(_ name: ArraySlice<UInt8>) -> Bool {
+        reservedBytes.contains { $0.elementsEqual(name) }
+    }
+
     /// Rules 1–3 for one key.
     public static func sanitize(_ key: String) -> String {
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(key.utf8.count)
+        appendSanitized(key, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends `key` sanitised by rules 1–3 to `bytes`.
+    static func appendSanitized(_ key: some StringProtocol, to bytes: inout [UInt8]) {
+        let start = bytes.count
+        appendMapped(key, to: &bytes)
+        let first = bytes[start...].firstIndex { $0 != UInt8(ascii: "_") } ?? bytes.endIndex
+        bytes.removeSubrange(start..<first)
+        if bytes.count == start {
+            bytes.append(contentsOf: "FIELD".utf8)
+        } else if bytes[start] >= UInt8(ascii: "0"), bytes[start] <= UInt8(ascii: "9") {
+            bytes.insert(contentsOf: "F_".utf8, at: start)
+        }
+        if bytes.count - start > maximumLength { bytes.removeLast(bytes.count - start - maximumLength) }
+    }
+
+    /// Appends `key` mapped by rule 1: letters upper-cased, digits and `_` kept, one `_` for
+    /// any other character.
+    static func appendMapped(_ key: some StringProtocol, to bytes: inout [UInt8]) {
         for byte in key.utf8 {
             switch byte {
             case UInt8(ascii: "a")...UInt8(ascii: "z"): bytes.append(byte - 32)
@@ -32,12 +62,5 @@ public enum JournalFieldName {
             default: bytes.append(UInt8(ascii: "_"))
             }
         }
-        while bytes.first == UInt8(ascii: "_") { bytes.removeFirst() }
-        if bytes.isEmpty { return "FIELD" }
-        if let first = bytes.first, first >= UInt8(ascii: "0"), first <= UInt8(ascii: "9") {
-            bytes.insert(contentsOf: Array("F_".utf8), at: 0)
-        }
-        if bytes.count > 64 { bytes.removeLast(bytes.count - 64) }
-        return String(decoding: bytes, as: UTF8.self)
     }
 }

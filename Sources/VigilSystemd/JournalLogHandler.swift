@@ -80,7 +80,7 @@ public struct JournalLogHandler: LogHandler {
             event: event,
             label: label,
             identifier: identifier,
-            metadata: mergedMetadata(event.metadata),
+            metadata: LogMetadata.merged(handler: metadata, provider: metadataProvider, explicit: event.metadata),
             into: &entry
         )
         let identifier = self.identifier
@@ -99,125 +99,173 @@ public struct JournalLogHandler: LogHandler {
         }
         if case .failed(let code) = outcome {
             // The journal is gone (journald restarting?): fall back to stderr rather than lose it.
-            let line = StderrLogHandler.line(
+            var line = EscapedLine()
+            line.entry(
                 format: .syslogPrefixed,
                 label: label,
                 level: event.level,
                 message: "\(event.message) (journal send failed: errno \(code))",
                 metadata: [:],
-                time: ""
+                error: nil,
+                time: nil
             )
-            StderrLogHandler.writeToStandardError(line + "\n")
+            line.bytes.append(UInt8(ascii: "\n"))
+            StderrLogHandler.writeToStandardError(line.bytes)
         }
-    }
-
-    private func mergedMetadata(_ explicit: Logger.Metadata?) -> Logger.Metadata {
-        // The common case: no handler metadata to merge, so no dictionary copies.
-        if metadata.isEmpty, metadataProvider == nil { return explicit ?? [:] }
-        var merged = metadata
-        if let provided = metadataProvider?.get() { merged.merge(provided) { _, new in new } }
-        if let explicit { merged.merge(explicit) { _, new in new } }
-        return merged
     }
 }
 
 /// Building and sending one native journal entry.
 package enum JournalEntry {
-    /// One entry's `NAME=value` fields, back to back in one byte buffer: a log call costs a
-    /// couple of allocations, not one per field.
+    /// One entry, written straight in journald's native protocol into one byte buffer: `NAME=value\n`
+    /// per field, or, for a value with a line break, `NAME\n`, its length as a little-endian UInt64,
+    /// the value, `\n`. A log call costs one allocation for the entry, not one per field or name.
     package struct Buffer {
-        private(set) var bytes: [UInt8] = []
-        private(set) var ends: [Int] = []
-        /// Names used by metadata so far (the standard fields are checked separately).
-        private var used: [String] = []
+        /// The entry as it goes to journald.
+        package private(set) var payload: [UInt8] = []
+        /// Where the metadata fields start (names there must be unique; the standard fields
+        /// before are checked against ``JournalFieldName/reserved``).
+        private var metadataStart = 0
 
         init() {
-            bytes.reserveCapacity(512)
-            ends.reserveCapacity(16)
+            payload.reserveCapacity(512)
         }
 
         /// Appends `NAME=value`; a value over ``JournalSocket/maximumValueBytes`` is cut on a
         /// character boundary and says how much was cut.
-        mutating func field(_ name: String, _ value: String) {
-            bytes.append(contentsOf: name.utf8)
-            bytes.append(UInt8(ascii: "="))
-            let size = value.utf8.count
-            if size <= JournalSocket.maximumValueBytes {
-                bytes.append(contentsOf: value.utf8)
-            } else {
-                var kept = 0
-                for scalar in value.unicodeScalars {
-                    let width = UTF8.width(scalar)
-                    if kept + width > JournalSocket.maximumValueBytes { break }
-                    kept += width
-                }
-                bytes.append(contentsOf: value.utf8.prefix(kept))
-                bytes.append(contentsOf: "… [\(size - kept) bytes cut]".utf8)
-            }
-            ends.append(bytes.count)
+        mutating func field(_ name: StaticString, _ value: String) {
+            name.withUTF8Buffer { payload.append(contentsOf: $0) }
+            self.value(value)
         }
 
-        mutating func field(_ name: String, _ value: UInt) {
-            bytes.append(contentsOf: name.utf8)
-            bytes.append(UInt8(ascii: "="))
-            if value == 0 { bytes.append(UInt8(ascii: "0")) }
-            let start = bytes.count
+        mutating func field(_ name: StaticString, _ value: UInt) {
+            name.withUTF8Buffer { payload.append(contentsOf: $0) }
+            payload.append(UInt8(ascii: "="))
+            let start = payload.count
             var rest = value
-            while rest > 0 {
-                bytes.append(UInt8(ascii: "0") + UInt8(rest % 10))
+            repeat {
+                payload.append(UInt8(ascii: "0") + UInt8(rest % 10))
                 rest /= 10
-            }
-            bytes[start...].reverse()
-            ends.append(bytes.count)
+            } while rest > 0
+            payload[start...].reverse()
+            payload.append(UInt8(ascii: "\n"))
         }
 
-        /// `name`, or `name_2`, `name_3`… when a field of that name is already there.
-        mutating func unique(_ name: String) -> String {
-            func taken(_ candidate: String) -> Bool {
-                JournalFieldName.reserved.contains(candidate) || used.contains(candidate)
-            }
-            var candidate = name
-            var suffix = 2
-            while taken(candidate) {
-                let base = name.count > 61 ? String(name.prefix(61)) : name
-                candidate = "\(base)_\(suffix)"
-                suffix += 1
-            }
-            used.append(candidate)
-            return candidate
-        }
-
-        /// The fields as strings (tests).
-        var fields: [String] {
-            var start = 0
-            return ends.map { end in
-                defer { start = end }
-                return String(decoding: bytes[start..<end], as: UTF8.self)
-            }
-        }
-
-        /// The entry in journald's native protocol: `NAME=value\n` per field, or, for a value
-        /// with a line break, `NAME\n`, its length as a little-endian UInt64, the value, `\n`.
-        package var payload: [UInt8] {
-            var payload: [UInt8] = []
-            payload.reserveCapacity(bytes.count + ends.count * 10)
-            var start = 0
-            for end in ends {
-                defer { start = end }
-                let field = bytes[start..<end]
-                guard let equals = field.firstIndex(of: UInt8(ascii: "=")) else { continue }
-                let value = field[(equals + 1)...]
-                if value.contains(UInt8(ascii: "\n")) {
-                    payload.append(contentsOf: field[..<equals])
-                    payload.append(UInt8(ascii: "\n"))
-                    withUnsafeBytes(of: UInt64(value.count).littleEndian) { payload.append(contentsOf: $0) }
-                    payload.append(contentsOf: value)
-                } else {
-                    payload.append(contentsOf: field)
+        /// Appends the value of the field whose name was just written.
+        mutating func value(_ value: String) {
+            var value = value
+            value.withUTF8 { bytes in
+                var end = bytes.count
+                if end > JournalSocket.maximumValueBytes {
+                    // Back to the start of the character that straddles the limit.
+                    end = JournalSocket.maximumValueBytes
+                    while end > 0 && bytes[end] & 0xC0 == 0x80 { end -= 1 }
                 }
+                let cut = end < bytes.count ? "… [\(bytes.count - end) bytes cut]" : ""
+                let kept = UnsafeBufferPointer(rebasing: bytes[..<end])
+                if let base = kept.baseAddress, memchr(base, Int32(UInt8(ascii: "\n")), kept.count) != nil {
+                    payload.append(UInt8(ascii: "\n"))
+                    withUnsafeBytes(of: UInt64(kept.count + cut.utf8.count).littleEndian) {
+                        payload.append(contentsOf: $0)
+                    }
+                } else {
+                    payload.append(UInt8(ascii: "="))
+                }
+                payload.append(contentsOf: kept)
+                payload.append(contentsOf: cut.utf8)
                 payload.append(UInt8(ascii: "\n"))
             }
-            return payload
+        }
+
+        /// Marks where the metadata fields begin.
+        mutating func startMetadata() {
+            metadataStart = payload.count
+        }
+
+        /// Appends the sanitised name for metadata `key` (``JournalFieldName``), as `PARENT_KEY`
+        /// under `parent` (an already sanitised name) when nested; returns where it starts.
+        mutating func name(_ key: some StringProtocol, under parent: [UInt8]?) -> Int {
+            let start = payload.count
+            if let parent {
+                payload.append(contentsOf: parent)
+                payload.append(UInt8(ascii: "_"))
+                JournalFieldName.appendMapped(key, to: &payload)
+                if payload.count - start > JournalFieldName.maximumLength {
+                    payload.removeLast(payload.count - start - JournalFieldName.maximumLength)
+                }
+            } else {
+                JournalFieldName.appendSanitized(key, to: &payload)
+            }
+            return start
+        }
+
+        /// Removes the name from `start` on and returns it: the prefix of nested names.
+        mutating func takeName(from start: Int) -> [UInt8] {
+            defer { payload.removeLast(payload.count - start) }
+            return Array(payload[start...])
+        }
+
+        /// Makes the name from `start` unique: `NAME`, or `NAME_2`, `NAME_3`… when a field of
+        /// that name is already there or ``JournalFieldName/reserved``.
+        mutating func makeUnique(nameFrom start: Int) {
+            guard taken(payload[start...]) else { return }
+            let name = Array(payload[start...])
+            let base = name.prefix(JournalFieldName.maximumLength - 3)
+            var suffix: UInt = 2
+            repeat {
+                payload.removeLast(payload.count - start)
+                payload.append(contentsOf: base)
+                payload.append(contentsOf: "_\(suffix)".utf8)
+                suffix += 1
+            } while taken(payload[start...])
+        }
+
+        private func taken(_ name: ArraySlice<UInt8>) -> Bool {
+            if JournalFieldName.isReserved(name) { return true }
+            var found = false
+            Self.forEachField(in: payload[metadataStart..<name.startIndex]) { existing, _ in
+                if existing.elementsEqual(name) { found = true }
+            }
+            return found
+        }
+
+        /// Calls `body` with each field's name and value in `payload`.
+        static func forEachField(
+            in payload: ArraySlice<UInt8>,
+            _ body: (ArraySlice<UInt8>, ArraySlice<UInt8>) -> Void
+        ) {
+            var index = payload.startIndex
+            while index < payload.endIndex {
+                guard
+                    let end = payload[index...].firstIndex(where: {
+                        $0 == UInt8(ascii: "=") || $0 == UInt8(ascii: "\n")
+                    })
+                else { return }
+                let name = payload[index..<end]
+                if payload[end] == UInt8(ascii: "=") {
+                    let stop = payload[(end + 1)...].firstIndex(of: UInt8(ascii: "\n")) ?? payload.endIndex
+                    body(name, payload[(end + 1)..<stop])
+                    index = stop + 1
+                } else {
+                    guard end + 9 <= payload.endIndex else { return }
+                    var length: UInt64 = 0
+                    for byte in payload[(end + 1)..<(end + 9)].reversed() { length = length << 8 | UInt64(byte) }
+                    let start = end + 9
+                    guard length <= UInt64(payload.endIndex - start) else { return }
+                    let stop = start + Int(length)
+                    body(name, payload[start..<stop])
+                    index = stop + 1
+                }
+            }
+        }
+
+        /// The fields as `NAME=value` strings (tests).
+        var fields: [String] {
+            var fields: [String] = []
+            Self.forEachField(in: payload[...]) { name, value in
+                fields.append(String(decoding: name, as: UTF8.self) + "=" + String(decoding: value, as: UTF8.self))
+            }
+            return fields
         }
     }
 
@@ -249,30 +297,33 @@ package enum JournalEntry {
         entry.field("SWIFT_LOG_LABEL", label)
         entry.field("SWIFT_LOG_SOURCE", event.source)
         if let error = event.error { entry.field("SWIFT_LOG_ERROR", "\(error)") }
-        switch metadata.count {
-        case 0: break
-        case 1: flatten(JournalFieldName.sanitize(metadata.first!.key), metadata.first!.value, into: &entry)
-        default:
-            for (key, value) in metadata.sorted(by: { $0.key < $1.key }) {
-                flatten(JournalFieldName.sanitize(key), value, into: &entry)
-            }
+        entry.startMetadata()
+        LogMetadata.forEachSorted(metadata) { key, value in
+            flatten(entry.name(key, under: nil), value, into: &entry)
         }
     }
 
-    private static func flatten(_ name: String, _ value: Logger.Metadata.Value, into entry: inout Buffer) {
+    /// Writes the field(s) for `value`, whose name `entry` holds from `nameStart` on: a leaf
+    /// as one field, a dictionary or an array as one field per element, named `NAME_KEY`,
+    /// `NAME_0`…
+    private static func flatten(_ nameStart: Int, _ value: Logger.Metadata.Value, into entry: inout Buffer) {
         switch value {
+        case .string(let string):
+            entry.makeUnique(nameFrom: nameStart)
+            entry.value(string)
+        case .stringConvertible(let convertible):
+            entry.makeUnique(nameFrom: nameStart)
+            entry.value(convertible.description)
         case .dictionary(let dictionary):
+            let parent = entry.takeName(from: nameStart)
             for (key, nested) in dictionary.sorted(by: { $0.key < $1.key }) {
-                flatten(JournalFieldName.sanitize(name + "_" + key), nested, into: &entry)
+                flatten(entry.name(key, under: parent), nested, into: &entry)
             }
         case .array(let array):
+            let parent = entry.takeName(from: nameStart)
             for (index, nested) in array.enumerated() {
-                flatten(JournalFieldName.sanitize("\(name)_\(index)"), nested, into: &entry)
+                flatten(entry.name(String(index), under: parent), nested, into: &entry)
             }
-        case .string(let string):
-            entry.field(entry.unique(name), string)
-        case .stringConvertible(let convertible):
-            entry.field(entry.unique(name), convertible.description)
         }
     }
 }

@@ -55,30 +55,33 @@ public struct StderrLogHandler: LogHandler {
     }
 
     public func log(event: LogEvent) {
-        var merged = metadata
-        if let provided = metadataProvider?.get() { merged.merge(provided) { _, new in new } }
-        if let explicit = event.metadata { merged.merge(explicit) { _, new in new } }
-        var line = Self.line(
+        var line = EscapedLine()
+        line.entry(
             format: format,
             label: label,
             level: event.level,
-            message: "\(event.message)",
-            metadata: merged,
+            message: event.message.description,
+            metadata: LogMetadata.merged(handler: metadata, provider: metadataProvider, explicit: event.metadata),
             error: event.error,
-            time: format == .syslogPrefixed ? "" : Self.localTime()
+            time: nil
         )
-        line.append("\n")
-        Self.writeToStandardError(line)
+        line.bytes.append(UInt8(ascii: "\n"))
+        Self.writeToStandardError(line.bytes)
     }
 
     /// Writes `line` to stderr in one `write(2)` where possible, so lines from several threads
     /// never interleave. A closed stderr (`EPIPE`; vigild ignores `SIGPIPE`) loses the line.
     static func writeToStandardError(_ line: String) {
-        var line = line
-        line.withUTF8 { bytes in
+        writeToStandardError(Array(line.utf8))
+    }
+
+    /// Writes `bytes` as ``writeToStandardError(_:)-(String)`` does.
+    static func writeToStandardError(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { bytes in
+            guard let base = bytes.baseAddress else { return }
             var offset = 0
             while offset < bytes.count {
-                let written = write(2, bytes.baseAddress! + offset, bytes.count - offset)
+                let written = write(2, base + offset, bytes.count - offset)
                 if written < 0 && errno == EINTR { continue }
                 guard written > 0 else { return }
                 offset += written
@@ -90,26 +93,9 @@ public struct StderrLogHandler: LogHandler {
     /// and backslashes doubled, so an entry stays one line and a message cannot forge a
     /// `<0>` prefix, a second line or a terminal escape sequence.
     public static func escaped(_ text: String) -> String {
-        guard text.unicodeScalars.contains(where: { $0 == "\\" || isControl($0) }) else { return text }
-        var result = ""
-        result.unicodeScalars.reserveCapacity(text.unicodeScalars.count + 8)
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\\": result += "\\\\"
-            case "\n": result += "\\n"
-            case "\r": result += "\\r"
-            case "\t": result += "\\t"
-            case _ where isControl(scalar):
-                let hex = String(scalar.value, radix: 16, uppercase: true)
-                result += scalar.value < 0x80 ? "\\x" + (hex.count < 2 ? "0" + hex : hex) : "\\u{\(hex)}"
-            default: result.unicodeScalars.append(scalar)
-            }
-        }
-        return result
-    }
-
-    private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
-        scalar.properties.generalCategory == .control || scalar.value == 0x2028 || scalar.value == 0x2029
+        var line = EscapedLine(capacity: 0)
+        guard line.appendEscaped(text, unlessClean: true) else { return text }
+        return String(decoding: line.bytes, as: UTF8.self)
     }
 
     /// One entry as a line, without the newline (tests call this directly).
@@ -122,17 +108,200 @@ public struct StderrLogHandler: LogHandler {
         error: (any Error)? = nil,
         time: String
     ) -> String {
-        var fields = metadata.sorted(by: { $0.key < $1.key }).map { "\($0.key)=\($0.value)" }
-        if let error { fields.append("error=\(error)") }
-        let tail = fields.isEmpty ? "" : escaped(" " + fields.joined(separator: " "))
+        var line = EscapedLine()
+        line.entry(
+            format: format,
+            label: label,
+            level: level,
+            message: message,
+            metadata: metadata,
+            error: error,
+            time: time
+        )
+        return String(decoding: line.bytes, as: UTF8.self)
+    }
+
+    /// `2026-11-21 19:45:30.123`, local time.
+    package static func localTime() -> String {
+        var line = EscapedLine(capacity: 24)
+        line.appendLocalTime()
+        return String(decoding: line.bytes, as: UTF8.self)
+    }
+}
+
+/// One stderr line, built as bytes: clean text is copied as it is, and only the bytes that
+/// start a control character or a backslash take the escaping path.
+struct EscapedLine {
+    var bytes: [UInt8] = []
+
+    init(capacity: Int = 256) {
+        bytes.reserveCapacity(capacity)
+    }
+
+    /// Appends one entry in `format`; `time` `nil` means now (the terminal format only).
+    mutating func entry(
+        format: StderrLogHandler.Format,
+        label: String,
+        level: Logger.Level,
+        message: String,
+        metadata: Logger.Metadata,
+        error: (any Error)?,
+        time: String?
+    ) {
         switch format {
         case .syslogPrefixed:
-            return "<\(level.syslogPriority)>\(escaped(message))\(tail)"
+            bytes.append(UInt8(ascii: "<"))
+            bytes.append(UInt8(ascii: "0") + UInt8(level.syslogPriority))
+            bytes.append(UInt8(ascii: ">"))
         case .terminal(let colors):
-            let name = "\(level)"
-            let shown = colors ? Self.color(level) + name + "\u{1B}[0m" : name
-            return "\(time) \(shown) \(escaped(label)): \(escaped(message))\(tail)"
+            if let time { bytes.append(contentsOf: time.utf8) } else { appendLocalTime() }
+            bytes.append(UInt8(ascii: " "))
+            if colors { bytes.append(contentsOf: Self.color(level).utf8) }
+            bytes.append(contentsOf: level.rawValue.utf8)
+            if colors { bytes.append(contentsOf: "\u{1B}[0m".utf8) }
+            bytes.append(UInt8(ascii: " "))
+            appendEscaped(label)
+            bytes.append(contentsOf: ": ".utf8)
         }
+        appendEscaped(message)
+        LogMetadata.forEachSorted(metadata) { key, value in
+            bytes.append(UInt8(ascii: " "))
+            appendEscaped(key)
+            bytes.append(UInt8(ascii: "="))
+            if case .string(let string) = value { appendEscaped(string) } else { appendEscaped(value.description) }
+        }
+        if let error {
+            bytes.append(contentsOf: " error=".utf8)
+            appendEscaped("\(error)")
+        }
+    }
+
+    /// Appends `text`, escaped as ``StderrLogHandler/escaped(_:)`` says. With `unlessClean`, appends
+    /// nothing and returns `false` when `text` needs no escaping.
+    @discardableResult
+    mutating func appendEscaped(_ text: String, unlessClean: Bool = false) -> Bool {
+        if let appended = text.utf8.withContiguousStorageIfAvailable({
+            appendEscaped(utf8: $0, unlessClean: unlessClean)
+        }) {
+            return appended
+        }
+        var text = text
+        return text.withUTF8 { appendEscaped(utf8: $0, unlessClean: unlessClean) }
+    }
+
+    private mutating func appendEscaped(utf8 text: UnsafeBufferPointer<UInt8>, unlessClean: Bool) -> Bool {
+        var index = 0
+        var clean = 0  // start of the run not yet copied
+        func flush(upTo end: Int) {
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: text[clean..<end]))
+        }
+        while index < text.count {
+            // Eight bytes at a time while none of them can start a character to escape.
+            while index + 8 <= text.count && !Self.mayNeedEscaping(word: text, at: index) { index += 8 }
+            guard index < text.count else { break }
+            let byte = text[index]
+            // Every character to escape starts with one of these bytes: C0 and DEL, the
+            // backslash, 0xC2 (C1 controls, U+0080–U+009F), 0xE2 (U+2028, U+2029).
+            guard byte < 0x20 || byte == 0x5C || byte == 0x7F || byte == 0xC2 || byte == 0xE2 else {
+                index += 1
+                continue
+            }
+            let scalar: UInt32
+            let width: Int
+            switch byte {
+            case 0xC2 where index + 1 < text.count && text[index + 1] < 0xA0:
+                (scalar, width) = (UInt32(text[index + 1]), 2)
+            case 0xE2
+            where index + 2 < text.count && text[index + 1] == 0x80
+                && (text[index + 2] == 0xA8 || text[index + 2] == 0xA9):
+                (scalar, width) = (0x2000 | UInt32(text[index + 2] - 0x80), 3)
+            case 0xC2, 0xE2:
+                index += 1
+                continue
+            default:
+                (scalar, width) = (UInt32(byte), 1)
+            }
+            flush(upTo: index)
+            appendEscape(scalar)
+            index += width
+            clean = index
+        }
+        if unlessClean && clean == 0 { return false }
+        flush(upTo: text.count)
+        return true
+    }
+
+    /// Whether any of the eight bytes from `index` is below 0x20, a backslash, DEL or not ASCII.
+    private static func mayNeedEscaping(word bytes: UnsafeBufferPointer<UInt8>, at index: Int) -> Bool {
+        let word = UnsafeRawPointer(bytes.baseAddress! + index).loadUnaligned(as: UInt64.self)
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let high: UInt64 = 0x8080_8080_8080_8080
+        func hasZeroByte(_ value: UInt64) -> Bool { (value &- ones) & ~value & high != 0 }
+        return word & high != 0  // not ASCII
+            || (word &- 0x20 &* ones) & ~word & high != 0  // below 0x20
+            || hasZeroByte(word ^ (0x5C &* ones)) || hasZeroByte(word ^ (0x7F &* ones))
+    }
+
+    /// `\\`, `\n`, `\r`, `\t`, `\xHH` below U+0080, `\u{H…}` above.
+    private mutating func appendEscape(_ scalar: UInt32) {
+        bytes.append(UInt8(ascii: "\\"))
+        switch scalar {
+        case 0x5C: bytes.append(UInt8(ascii: "\\"))
+        case 0x0A: bytes.append(UInt8(ascii: "n"))
+        case 0x0D: bytes.append(UInt8(ascii: "r"))
+        case 0x09: bytes.append(UInt8(ascii: "t"))
+        case ..<0x80:
+            bytes.append(UInt8(ascii: "x"))
+            appendHex(scalar, minimumDigits: 2)
+        default:
+            bytes.append(contentsOf: "u{".utf8)
+            appendHex(scalar, minimumDigits: 1)
+            bytes.append(UInt8(ascii: "}"))
+        }
+    }
+
+    private mutating func appendHex(_ value: UInt32, minimumDigits: Int) {
+        var shift: UInt32 = 28
+        while shift >= 4 * UInt32(minimumDigits) && value >> shift == 0 { shift -= 4 }
+        while true {
+            let digit = UInt8(truncatingIfNeeded: value >> shift) & 0xF
+            bytes.append(digit < 10 ? UInt8(ascii: "0") + digit : UInt8(ascii: "A") + digit - 10)
+            if shift == 0 { return }
+            shift -= 4
+        }
+    }
+
+    /// Appends `value` in decimal with at least `width` digits.
+    private mutating func appendDecimal(_ value: Int, width: Int) {
+        let start = bytes.count
+        var rest = value < 0 ? 0 : value
+        repeat {
+            bytes.append(UInt8(ascii: "0") + UInt8(rest % 10))
+            rest /= 10
+        } while rest > 0 || bytes.count - start < width
+        bytes[start...].reverse()
+    }
+
+    /// `2026-11-21 19:45:30.123`, local time, now.
+    mutating func appendLocalTime() {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        var seconds = now.tv_sec
+        var parts = tm()
+        localtime_r(&seconds, &parts)
+        appendDecimal(Int(parts.tm_year) + 1900, width: 4)
+        bytes.append(UInt8(ascii: "-"))
+        appendDecimal(Int(parts.tm_mon) + 1, width: 2)
+        bytes.append(UInt8(ascii: "-"))
+        appendDecimal(Int(parts.tm_mday), width: 2)
+        bytes.append(UInt8(ascii: " "))
+        appendDecimal(Int(parts.tm_hour), width: 2)
+        bytes.append(UInt8(ascii: ":"))
+        appendDecimal(Int(parts.tm_min), width: 2)
+        bytes.append(UInt8(ascii: ":"))
+        appendDecimal(Int(parts.tm_sec), width: 2)
+        bytes.append(UInt8(ascii: "."))
+        appendDecimal(now.tv_nsec / 1_000_000, width: 3)
     }
 
     private static func color(_ level: Logger.Level) -> String {
@@ -144,19 +313,5 @@ public struct StderrLogHandler: LogHandler {
         case .error: "\u{1B}[31m"
         case .critical: "\u{1B}[1;31m"
         }
-    }
-
-    /// `2026-11-21 19:45:30.123`, local time.
-    static func localTime() -> String {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        var seconds = now.tv_sec
-        var parts = tm()
-        localtime_r(&seconds, &parts)
-        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
-        let millis = now.tv_nsec / 1_000_000
-        let millisText = millis < 10 ? "00\(millis)" : millis < 100 ? "0\(millis)" : "\(millis)"
-        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday)) "
-            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)).\(millisText)"
     }
 }

@@ -2,6 +2,12 @@ import Logging
 import Testing
 import VigilSystemd
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
 @Suite struct JournalFieldNameTests {
     @Test(arguments: [
         ("sl-service", "SL_SERVICE"), ("http.status", "HTTP_STATUS"), ("requestID", "REQUESTID"),
@@ -62,6 +68,27 @@ import VigilSystemd
             time: "T"
         )
         #expect(coloured == "T \u{1B}[31merror\u{1B}[0m vigild: x")
+    }
+
+    @Test func terminalTimeIsLocalTimeToTheMillisecond() {
+        var now = time(nil)
+        var parts = tm()
+        localtime_r(&now, &parts)
+        let time = Array(StderrLogHandler.localTime().utf8)
+        let shape = Array("0000-00-00 00:00:00.000".utf8)
+        #expect(time.count == shape.count)
+        for (byte, expected) in zip(time, shape) {
+            if expected == UInt8(ascii: "0") {
+                #expect((UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte))
+            } else {
+                #expect(byte == expected)
+            }
+        }
+        let year = Int(String(decoding: time.prefix(4), as: UTF8.self)) ?? 0
+        #expect(
+            year - Int(parts.tm_year + 1900) <= 1 && year >= Int(parts.tm_year + 1900),
+            "a new year may begin in between"
+        )
     }
 
     @Test func theLevelIsSharedAndAdjustableAtRunTime() {
@@ -135,8 +162,95 @@ import VigilSystemd
         )
     }
 
+    @Test func multiLineValuesLongNamesAndCollisionsSurviveTheNativeFraming() {
+        let long = String(repeating: "k", count: 70)
+        let extra = fields([
+            long: "first",
+            long.uppercased(): "second\nline",
+            "x": [String(repeating: "n", count: 70): "nested"],
+        ]).dropFirst(8)
+        #expect(
+            Array(extra) == [
+                String(repeating: "K", count: 64) + "=second\nline",
+                String(repeating: "K", count: 61) + "_2=first",
+                "X_" + String(repeating: "N", count: 62) + "=nested",
+            ]
+        )
+    }
+
     @Test func attachesTheError() {
         struct Boom: Error, CustomStringConvertible { var description = "boom" }
         #expect(fields([:], error: Boom()).last == "SWIFT_LOG_ERROR=boom")
+    }
+}
+
+@Suite struct StderrEscapingRulesTests {
+    /// The rule as Unicode states it: general category Cc, the line and paragraph separators,
+    /// and the backslash.
+    private func reference(_ scalar: Unicode.Scalar) -> String {
+        switch scalar {
+        case "\\": return "\\\\"
+        case "\n": return "\\n"
+        case "\r": return "\\r"
+        case "\t": return "\\t"
+        default:
+            guard scalar.properties.generalCategory == .control || scalar.value == 0x2028 || scalar.value == 0x2029
+            else { return String(scalar) }
+            let hex = String(scalar.value, radix: 16, uppercase: true)
+            return scalar.value < 0x80 ? "\\x" + (hex.count < 2 ? "0" + hex : hex) : "\\u{\(hex)}"
+        }
+    }
+
+    @Test func everyScalarIsEscapedExactlyWhenItIsAControlCharacter() {
+        let scalars = (0..<0x3100).compactMap(Unicode.Scalar.init) + ["\u{FEFF}", "\u{1F600}", "\u{10FFFF}"]
+        // Before, inside and after the 8-byte words the scan skips over.
+        for scalar in scalars {
+            for (before, after) in [("a", "b"), ("sixteen bytes…", "and a tail past a word")] {
+                let text = before + String(scalar) + after
+                #expect(StderrLogHandler.escaped(text) == before + reference(scalar) + after, "U+\(scalar.value)")
+            }
+        }
+    }
+
+    @Test func cleanTextComesBackUnchanged() {
+        for text in ["", "plain", "größe ✓ 日本語", "\u{A0}\u{2027}\u{202A}\u{20AC}", "<6>not a prefix mid-line"] {
+            #expect(StderrLogHandler.escaped(text) == text)
+        }
+    }
+
+    @Test func metadataKeysValuesAndErrorsAreEscapedToo() {
+        struct Forged: Error, CustomStringConvertible { var description = "x\n<0>y" }
+        let line = StderrLogHandler.line(
+            format: .terminal(colors: false),
+            label: "a\u{1B}b",
+            level: .info,
+            message: "m",
+            metadata: ["k\te": .stringConvertible(7), "list": ["1\r", "2"]],
+            error: Forged(),
+            time: "T"
+        )
+        #expect(line == #"T info a\x1Bb: m k\te=7 list=["1\\r", "2"] error=x\n<0>y"#)
+    }
+}
+
+@Suite struct LogMetadataTests {
+    @Test func laterSourcesWinAndASingleSourceIsPassedThrough() {
+        let provider = Logger.MetadataProvider { ["provided": "p", "shared": "provider"] }
+        let merged = LogMetadata.merged(
+            handler: ["handler": "h", "shared": "handler"],
+            provider: provider,
+            explicit: ["shared": "explicit"]
+        )
+        #expect(merged == ["handler": "h", "provided": "p", "shared": "explicit"])
+        #expect(LogMetadata.merged(handler: [:], provider: provider, explicit: nil) == provider.get())
+        #expect(LogMetadata.merged(handler: ["a": "1"], provider: nil, explicit: [:]) == ["a": "1"])
+        #expect(LogMetadata.merged(handler: [:], provider: nil, explicit: ["b": "2"]) == ["b": "2"])
+        #expect(LogMetadata.merged(handler: ["a": "1"], provider: nil, explicit: ["a": "2"]) == ["a": "2"])
+    }
+
+    @Test func entriesAreVisitedInKeyOrder() {
+        var keys: [String] = []
+        LogMetadata.forEachSorted(["b": "2", "c": "3", "a": "1"]) { key, _ in keys.append(key) }
+        #expect(keys == ["a", "b", "c"])
     }
 }

@@ -146,6 +146,23 @@ private func nativeFields(_ bytes: [UInt8]) -> [String: String] {
         #expect(fields["SWIFT_LOG_LABEL"] == "vigild.test")
     }
 
+    @Test func handlerProviderAndCallMetadataAreMergedTheCallWinning() throws {
+        let peer = try StalledPeer()
+        var handler = JournalLogHandler(
+            label: "vigild.test",
+            identifier: "vigild",
+            levelControl: LogLevelControl(.info),
+            metadataProvider: .init { ["trace": "t1", "shared": "provider"] },
+            socket: JournalSocket(path: peer.path)
+        )
+        handler[metadataKey: "unit"] = "u"
+        handler[metadataKey: "shared"] = "handler"
+        Logger(label: "vigild.test") { _ in handler }.info("merged", metadata: ["shared": "call"])
+        let fields = nativeFields(try #require(peer.receive()))
+        #expect(fields["UNIT"] == "u" && fields["TRACE"] == "t1" && fields["SHARED"] == "call")
+        #expect(fields["SHARED_2"] == nil, "one field per merged key")
+    }
+
     @Test func aFullQueueDropsCountsAndReportsOnceItDrains() throws {
         let peer = try StalledPeer()
         let socket = JournalSocket(path: peer.path)
