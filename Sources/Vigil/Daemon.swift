@@ -54,24 +54,11 @@ public struct Daemon: Sendable {
     /// factory, as it is when the daemon is created, unless set.
     public var metrics: any MetricsFactory
     /// The logging set-up from ``bootstrapLogging(identifier:destination:level:)``.
-    public let logging: Logging
+    public let logging: DaemonLogging
 
-    /// Logging as bootstrapped: the shared level control and the daemon's logger.
-    public struct Logging: Sendable {
-        /// Change the level of every handler at run time.
-        public let levelControl: LogLevelControl
-        /// The daemon's logger.
-        public let logger: Logger
-        /// Where entries go.
-        public let destination: LogDestination
-
-        /// Wraps a logging set-up made elsewhere (tests, or a daemon with its own handlers).
-        public init(levelControl: LogLevelControl, logger: Logger, destination: LogDestination) {
-            self.levelControl = levelControl
-            self.logger = logger
-            self.destination = destination
-        }
-    }
+    /// The old name of ``DaemonLogging``, which shadowed the `Logging` module inside `Daemon`.
+    @available(*, deprecated, renamed: "DaemonLogging")
+    public typealias Logging = DaemonLogging
 
     /// Bootstraps swift-log once for the process: native journal entries when stderr is the
     /// journal, `<N>` lines under systemd otherwise, readable lines on a terminal.
@@ -81,12 +68,12 @@ public struct Daemon: Sendable {
         identifier: String,
         destination: LogDestination = .automatic(),
         level: Logger.Level = .info
-    ) -> Logging {
+    ) -> DaemonLogging {
         let control = LogLevelControl(level)
         LoggingSystem.bootstrap { label in
             destination.makeHandler(label: label, identifier: identifier, levelControl: control)
         }
-        return Logging(levelControl: control, logger: Logger(label: identifier), destination: destination)
+        return DaemonLogging(levelControl: control, logger: Logger(label: identifier), destination: destination)
     }
 
     /// Creates a daemon.
@@ -99,7 +86,7 @@ public struct Daemon: Sendable {
         listeners: [any Listener],
         startupCommands: [any StartupCommand] = [],
         values: ValueStore = ValueStore(),
-        logging: Logging
+        logging: DaemonLogging
     ) {
         self.init(
             identifier: identifier,
@@ -132,7 +119,7 @@ public struct Daemon: Sendable {
         startupCommands: [any StartupCommand] = [],
         services: [any Service],
         values: ValueStore = ValueStore(),
-        logging: Logging
+        logging: DaemonLogging
     ) {
         self.init(
             identifier: identifier,
@@ -152,7 +139,7 @@ public struct Daemon: Sendable {
         startupCommands: [any StartupCommand],
         legacyServices: [any Service],
         values: ValueStore,
-        logging: Logging
+        logging: DaemonLogging
     ) {
         self.identifier = identifier
         self.version = version
@@ -281,5 +268,23 @@ extension Daemon {
         return "Health budget longer than the watchdog probe's timeout of \(watchdog.probeTimeout) "
             + "(a quarter of WatchdogSec=\(watchdog.interval)): \(names); cut to \(watchdog.probeTimeout). "
             + "Give these listeners a shorter health budget (ListenerBudgets.health), or raise WatchdogSec=."
+    }
+}
+
+/// A daemon's logging as bootstrapped (``Daemon/bootstrapLogging(identifier:destination:level:)``):
+/// the shared level control, the daemon's logger and where entries go.
+public struct DaemonLogging: Sendable {
+    /// Change the level of every handler at run time.
+    public let levelControl: LogLevelControl
+    /// The daemon's logger.
+    public let logger: Logger
+    /// Where entries go.
+    public let destination: LogDestination
+
+    /// Wraps a logging set-up made elsewhere (tests, or a daemon with its own handlers).
+    public init(levelControl: LogLevelControl, logger: Logger, destination: LogDestination) {
+        self.levelControl = levelControl
+        self.logger = logger
+        self.destination = destination
     }
 }

@@ -18,7 +18,7 @@ public struct DaemonOptions: Sendable {
     /// `--reload-signal` (SIGHUP unless set); the library sets it on the daemon.
     public let reloadSignal: ProcessSignal
     /// Logging, bootstrapped for `name`: pass it to ``Daemon``.
-    public let logging: Daemon.Logging
+    public let logging: DaemonLogging
     /// The runtime status file's writer: add the daemon's own keys with
     /// ``RuntimeStatusWriter/addKeys(_:)``.
     public let status: RuntimeStatusWriter

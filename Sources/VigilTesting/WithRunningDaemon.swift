@@ -47,7 +47,7 @@ public func withRunningDaemon<Result: Sendable>(
         listeners: listeners,
         startupCommands: startupCommands,
         values: values,
-        logging: Daemon.Logging(levelControl: LogLevelControl(), logger: logger, destination: .syslogPrefixedStderr)
+        logging: DaemonLogging(levelControl: LogLevelControl(), logger: logger, destination: .syslogPrefixedStderr)
     )
     daemon.notifier = ProgressNotifier(recorder: notifier, progress: progress)
     daemon.signals = signals

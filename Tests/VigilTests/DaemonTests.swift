@@ -37,7 +37,7 @@ import VigilTesting
 
 @Suite struct DaemonTests {
     private func makeDaemon(_ listener: RecordingListener, notifier: RecordingNotifier) -> Daemon {
-        let logging = Daemon.Logging(
+        let logging = DaemonLogging(
             levelControl: LogLevelControl(),
             logger: Logger(label: "t") { _ in InMemoryLogHandler() },
             destination: .syslogPrefixedStderr

@@ -24,7 +24,7 @@ private func makeDaemon(
     log: InMemoryLogHandler,
     watchdog: Watchdog?
 ) -> Daemon {
-    let logging = Daemon.Logging(
+    let logging = DaemonLogging(
         levelControl: LogLevelControl(),
         logger: Logger(label: "t") { _ in log },
         destination: .syslogPrefixedStderr
@@ -82,7 +82,7 @@ private struct DrainingService: Service {
         let steps = AsyncRecorder<String>()
         let notifier = RecordingNotifier()
         let inFlight = Gate()
-        let logging = Daemon.Logging(
+        let logging = DaemonLogging(
             levelControl: LogLevelControl(),
             logger: Logger(label: "t") { _ in log },
             destination: .syslogPrefixedStderr
