@@ -239,13 +239,15 @@ private func failures(_ records: [LifecycleRecord]) -> [String] {
                 logger: Logger(label: "t"),
                 notifier: notifier,
                 signals: SignalMap(),
-                budgets: .init(start: .seconds(10)),
+                // Long enough never to expire while the test opens the gate: with 10 s, a loaded
+                // runner resumed the test after the budget had run out (1 of 10 rounds).
+                budgets: .init(start: .seconds(600)),
                 extendTimeoutAfter: .milliseconds(20)
             )
         )
         let running = Task { try await group.run() }
-        // After 20 ms the step asks for the rest of its budget plus a second: 10.98 s.
-        try await notifier.notifications.wait { $0.contains([.extendTimeout(microseconds: 10_980_000)]) }
+        // After 20 ms the step asks for the rest of its budget plus a second: 600.98 s.
+        try await notifier.notifications.wait { $0.contains([.extendTimeout(microseconds: 600_980_000)]) }
         #expect(!notifier.datagrams.contains { $0.contains("READY=1") }, "not ready while a step runs")
         gate.open()
         try await notifier.waitForReady()
@@ -253,7 +255,7 @@ private func failures(_ records: [LifecycleRecord]) -> [String] {
         try await running.value
         #expect(
             notifier.datagrams == [
-                "EXTEND_TIMEOUT_USEC=10980000", "STATUS=Running (generation 1)\nREADY=1",
+                "EXTEND_TIMEOUT_USEC=600980000", "STATUS=Running (generation 1)\nREADY=1",
                 "STOPPING=1\nSTATUS=Stopping (test)…",
             ]
         )

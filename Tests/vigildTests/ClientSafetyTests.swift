@@ -7,8 +7,11 @@ import VigilTesting
 /// files and bad arguments: real client processes, real signals, a real `sleep` as the process
 /// an attacker wants signalled (issue 10, items 14–16).
 @Suite(.serialized) struct ClientSafetyTests {
-    /// An unprivileged uid with no account here: the client runs as it through `setpriv`.
-    static let otherUID: uid_t = 64_999
+    /// An unprivileged uid with no account here: the client runs as it through `setpriv`. One
+    /// per test process (60000–64999), so that runs side by side on one machine (other
+    /// checkouts, CI jobs) never share its `/tmp/vigild-<uid>`: a fixed 64999 let one run plant
+    /// and remove the directory under another's checks.
+    static let otherUID: uid_t = 60_000 + uid_t(getpid() % 5_000)
 
     struct Outcome {
         var status: Int32
