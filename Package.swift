@@ -34,6 +34,9 @@ let package = Package(
             providers: [.apt(["libsystemd-dev"])]
         ),
         // The single-threaded executor (epoll, timerfd, signalfd) behind EventLoopExecutor.
+        // The C library (Glibc or Musl) for every Swift target: `import VigilPlatform` (not a
+        // product; see the loop at the end).
+        .target(name: "VigilPlatform"),
         .target(name: "CVigilEventLoop"),
         // EventLoopExecutor, its sleep and signal delivery, MonotonicClock: for every module
         // that must sleep or take signals the way the process's executor wants.
@@ -227,6 +230,10 @@ let package = Package(
 // The same strict settings for every Swift target (as swift-log's manifest applies its own); C
 // targets ignore them.
 for target in package.targets where [.executable, .test, .regular].contains(target.type) {
+    // C targets (CVigil…) need no Swift module; every Swift target may `import VigilPlatform`.
+    if !target.name.hasPrefix("CVigil") && target.name != "VigilPlatform" {
+        target.dependencies.append("VigilPlatform")
+    }
     var settings = target.swiftSettings ?? []
     // https://github.com/apple/swift-evolution/blob/main/proposals/0335-existential-any.md
     settings.append(.enableUpcomingFeature("ExistentialAny"))

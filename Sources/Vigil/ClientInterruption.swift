@@ -1,10 +1,5 @@
 import Synchronization
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import VigilPlatform
 
 /// SIGTERM and SIGINT while `reload` waits: recorded by a handler instead of killing the
 /// client, so it can tell a stop (the daemon is stopping too) from an admin giving up.

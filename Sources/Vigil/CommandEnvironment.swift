@@ -1,10 +1,5 @@
 import VigilLifecycle
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import VigilPlatform
 
 /// What the commands read from the process: environment variables and the effective uid.
 /// Tests pass their own.

@@ -1,10 +1,5 @@
 import VigilLifecycle
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import VigilPlatform
 
 /// Where the commands write: stdout and stderr unless a test captures them.
 package struct CommandOutput: Sendable {

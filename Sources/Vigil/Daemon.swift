@@ -2,13 +2,8 @@ import CoreMetrics
 import Logging
 import ServiceLifecycle
 import VigilLifecycle
+import VigilPlatform
 import VigilSystemd
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
 
 /// What a daemon's `main` starts from: the mediator wired to systemd, the signals, the
 /// watchdog and the journal.

@@ -1,11 +1,6 @@
 import Logging
 import VigilLifecycle
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import VigilPlatform
 
 /// A daemon's whole command line and control protocol, in one call from its `main`:
 ///

@@ -1,10 +1,5 @@
 import VigilLifecycle
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import VigilPlatform
 
 /// The directories a daemon named `name` uses when the command line does not say.
 package struct DaemonDirectories: Sendable {

@@ -1,5 +1,6 @@
 import Logging
 import VigilLifecycle
+import VigilPlatform
 import VigilSystemd
 
 /// Logs every lifecycle record as one entry with its `MESSAGE_ID` and `VIGIL_*` fields, so that
@@ -96,9 +97,3 @@ public struct LifecycleLogger: LifecycleObserver {
         logger.log(level: level, "\(message)", metadata: metadata)
     }
 }
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif

@@ -1,8 +1,4 @@
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import VigilPlatform
 
 /// When a process started, in clock ticks after boot: field 22 (`starttime`) of
 /// `/proc/<pid>/stat`. A pid and its start time name one process for the life of the system,

@@ -1,10 +1,5 @@
 import VigilLifecycle
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import VigilPlatform
 
 /// `<name> reload`: signal the daemon that the status file describes, then wait for the outcome.
 package struct ReloadClient: Sendable {

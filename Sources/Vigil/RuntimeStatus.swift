@@ -1,10 +1,5 @@
 import VigilLifecycle
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import VigilPlatform
 
 /// A running daemon's status, as `<name> status` and `<name> reload` read it from
 /// `<runtime directory>/status.json` (format version 1).

@@ -1,11 +1,6 @@
 import Synchronization
 import VigilLifecycle
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import VigilPlatform
 
 /// What reports whether the previous run stopped cleanly: `PersistenceListener`.
 protocol ShutdownHistory: Sendable {

@@ -1,10 +1,5 @@
 import VigilLifecycle
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import VigilPlatform
 
 /// `<name> status`: the runtime status file, as text or JSON.
 package struct StatusClient: Sendable {

@@ -1,10 +1,5 @@
 import VigilPOSIX
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import VigilPlatform
 
 /// Reads, decodes and validates a configuration file into the daemon author's own type.
 ///

@@ -1,8 +1,4 @@
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import VigilPlatform
 
 /// `CLOCK_MONOTONIC`, the clock systemd's `MONOTONIC_USEC=` and `EXTEND_TIMEOUT_USEC=` use, and
 /// the clock of the event loop's timers: the one reader of it for Swift code in Vigil.

@@ -1,10 +1,4 @@
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import VigilPlatform
 
 /// A POSIX signal the daemon can own: a standard signal, or a real-time one.
 ///

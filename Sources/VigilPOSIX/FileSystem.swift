@@ -1,8 +1,4 @@
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import VigilPlatform
 
 /// The few file operations Vigil needs, with POSIX calls and no Foundation: one Swift function
 /// per job, `EINTR` retried.

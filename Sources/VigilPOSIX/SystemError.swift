@@ -1,8 +1,4 @@
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import VigilPlatform
 
 /// A system call that failed, or a file or directory refused for what it is: the OS's error
 /// number, what was being done, to what, and why.

@@ -3,13 +3,8 @@ import Synchronization
 import VigilConfiguration
 import VigilLifecycle
 import VigilPOSIX
+import VigilPlatform
 import VigilSystemd
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
 
 /// The standard persistence listener: opens the ``StateStore`` at start, checkpoints it on
 /// `SIGUSR1`, at stop, and periodically when something changed; detects an unclean previous

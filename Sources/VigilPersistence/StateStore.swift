@@ -2,12 +2,7 @@ import Synchronization
 import VigilConfiguration
 import VigilLifecycle
 import VigilPOSIX
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import VigilPlatform
 
 /// Durable state that listeners reach through the mediator: each listener keeps its own
 /// `Codable` value under its own key, in one JSON file.

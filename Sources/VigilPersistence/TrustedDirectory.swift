@@ -1,10 +1,5 @@
 import VigilPOSIX
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import VigilPlatform
 
 /// A directory that is safe to read and write files in, held open by descriptor: every file
 /// operation goes through that descriptor (`openat`, `renameat`), so swapping a path component

@@ -1,10 +1,5 @@
 import Synchronization
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import VigilPlatform
 
 /// A close-on-exec `AF_UNIX` datagram socket that sends to one address: systemd's notify socket
 /// or journald's native socket.

@@ -1,10 +1,5 @@
 import Logging
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import VigilPlatform
 
 /// A swift-log handler that writes native journal entries, never blocking (``JournalSocket``).
 ///

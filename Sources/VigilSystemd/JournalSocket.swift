@@ -1,10 +1,5 @@
 import Synchronization
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import VigilPlatform
 
 /// journald's native socket, spoken to without ever blocking, with a count of what it could
 /// not take.

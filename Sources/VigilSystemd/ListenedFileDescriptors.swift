@@ -1,11 +1,6 @@
 import Synchronization
 import VigilPOSIX
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import VigilPlatform
 
 /// One file descriptor passed by socket activation (`sd_listen_fds_with_names(3)`).
 public struct ListenedFileDescriptor: Sendable, Hashable {

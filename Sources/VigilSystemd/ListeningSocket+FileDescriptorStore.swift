@@ -1,10 +1,5 @@
 import VigilPOSIX
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import VigilPlatform
 
 extension ListeningSocket {
     /// Hands the socket to systemd's file-descriptor store under `name`, so that it stays open

@@ -1,10 +1,5 @@
 import VigilPOSIX
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import VigilPlatform
 
 /// A listening stream socket: the one systemd passed by socket activation under a
 /// `FileDescriptorName=`, or, without socket activation, one bound here.

@@ -1,10 +1,5 @@
 import VigilPOSIX
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import VigilPlatform
 
 /// Getting a listening socket failed: what systemd passed is unusable, or binding failed.
 ///

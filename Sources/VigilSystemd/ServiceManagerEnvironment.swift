@@ -1,8 +1,4 @@
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import VigilPlatform
 
 /// What the process can tell about the service manager that started it, from the variables
 /// systemd sets — never from the parent's process name.

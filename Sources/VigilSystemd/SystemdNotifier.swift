@@ -1,11 +1,6 @@
 import Synchronization
 import VigilPOSIX
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import VigilPlatform
 
 /// Sends notifications to the service manager's `NOTIFY_SOCKET`, as `sd_notify(3)` does, but
 /// without ever blocking the caller.

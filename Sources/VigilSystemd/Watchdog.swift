@@ -1,10 +1,5 @@
 import VigilEventLoop
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import VigilPlatform
 
 /// systemd's watchdog (`WatchdogSec=`): ping at half the interval, but only when healthy.
 ///

@@ -1,8 +1,4 @@
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import VigilPlatform
 
 /// The executables that `swift build` builds next to the test bundle (the tests' probes).
 public enum BuiltExecutable {

@@ -1,11 +1,6 @@
 @preconcurrency import Dispatch
+import VigilPlatform
 import VigilSystemd
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
 
 /// A real child process for tests that send real signals: spawn, signal, await its exit.
 ///

@@ -1,8 +1,4 @@
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import VigilPlatform
 
 /// Runs blocking work (`recvmsg`, `waitpid`) on a thread of its own.
 ///

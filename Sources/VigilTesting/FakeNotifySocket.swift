@@ -1,12 +1,7 @@
 @preconcurrency import Dispatch
 import Synchronization
 import VigilLifecycle
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import VigilPlatform
 
 /// A real `AF_UNIX` datagram socket in a temporary directory that stands in for systemd's
 /// `NOTIFY_SOCKET`: it records each datagram's exact text, the sender's pid (from

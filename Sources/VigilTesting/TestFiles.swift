@@ -1,8 +1,4 @@
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import VigilPlatform
 
 /// A listener's persisted value in the state-store and listener tests: `{"count": N}`.
 package struct Counter: Codable, Equatable, Sendable {

@@ -1,11 +1,6 @@
 import Logging
 import Vigil
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import VigilPlatform
 
 /// Test-only fault injection, off unless `VIGIL_FAILPOINTS` names them (comma-separated):
 ///

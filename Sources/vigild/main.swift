@@ -1,11 +1,6 @@
 import Vigil
 import VigilEarlySignals
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import VigilPlatform
 
 // The daemon's signals have been blocked since before the Swift runtime started (linking
 // VigilEarlySignals opts in); a client subcommand gets its original signal state back first thing.

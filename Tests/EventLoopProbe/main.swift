@@ -7,12 +7,7 @@
 import CVigilEventLoop
 import Synchronization
 import VigilEventLoop
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import VigilPlatform
 
 let loopThread = pthread_self()
 

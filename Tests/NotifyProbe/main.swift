@@ -18,13 +18,8 @@
 // Each report is one datagram to the Unix socket named by VIGIL_PROBE_REPORT (a FakeNotifySocket
 // of the test), else one line on stdout. Exit status 0, or 2 for an unknown action.
 import VigilPOSIX
+import VigilPlatform
 import VigilSystemd
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
 
 /// Sends `text` as one datagram to VIGIL_PROBE_REPORT, or writes it as a line to stdout.
 func report(_ text: String) {

@@ -1,3 +1,4 @@
+import VigilPlatform
 // vigil-socket-probe: the socket-activated child of SocketActivationProcessTests.
 //
 // Usage: vigil-socket-probe [NAME [CONNECTIONS [--store PORT]]]
@@ -8,12 +9,6 @@
 // NAME and then sends READY=1 (for a Type=notify unit with FileDescriptorStoreMax=).
 // A ListeningSocketError is printed as "error: CODE: MESSAGE" with exit status 1.
 import VigilSystemd
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
 
 let arguments = CommandLine.arguments
 let name = arguments.count > 1 ? arguments[1] : "http"

@@ -1,12 +1,7 @@
 import Testing
 import VigilEventLoop
+import VigilPlatform
 import VigilTesting
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
 
 /// The event loop takes over a whole process's executor, so each test runs one scenario of
 /// `vigil-loop-probe` (Tests/EventLoopProbe) in a child and reads what it printed.

@@ -3,13 +3,8 @@ import ServiceLifecycle
 import Synchronization
 import Testing
 import VigilLifecycle
+import VigilPlatform
 import VigilTesting
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
 
 /// Records notifications and lifecycle records in the one log the parts write to, so a test can
 /// check the order across them: `notify READY=1`, `record stopped`, `part.drained`.

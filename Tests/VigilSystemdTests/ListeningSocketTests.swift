@@ -1,12 +1,7 @@
 import Testing
 import VigilPOSIX
+import VigilPlatform
 import VigilSystemd
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
 
 /// Adopt-or-bind without a child process: binding, the checks on an adopted descriptor, the
 /// choice by name, and the parsing of LISTEN_* through an injected environment (never setenv:

@@ -1,12 +1,7 @@
 import Logging
 import Testing
+import VigilPlatform
 import VigilSystemd
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
 
 @Suite struct JournalFieldNameTests {
     @Test(arguments: [

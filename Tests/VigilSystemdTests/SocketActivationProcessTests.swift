@@ -1,12 +1,7 @@
 import Testing
+import VigilPlatform
 import VigilSystemd
 import VigilTesting
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
 
 /// Socket activation in a real child process (`vigil-socket-probe`): this process binds the
 /// sockets and passes them as systemd does (fds 3, 4, …, `LISTEN_FDS`, `LISTEN_FDNAMES`,

@@ -1,9 +1,6 @@
 import CVigilFuzzer
 import VigilFuzzTargets
-
-#if canImport(Glibc)
-    import Glibc
-#endif
+import VigilPlatform
 
 /// One executable for the three targets, which VIGIL_FUZZ_TARGET picks (JSONParser, Configuration
 /// or StateFile), so that the fuzz build links once.

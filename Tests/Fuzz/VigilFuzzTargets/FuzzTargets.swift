@@ -1,9 +1,6 @@
 import Vigil
+import VigilPlatform
 import VigildCore
-
-#if canImport(Glibc)
-    import Glibc
-#endif
 
 /// What the fuzzers (Tests/Fuzz/run.sh) and the corpus replay test (`swift test`) run on
 /// arbitrary bytes. Each function must return for every input: a trap is the bug being looked
