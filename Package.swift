@@ -18,7 +18,6 @@ let package = Package(
         .library(name: "VigilSystemd", targets: ["VigilSystemd"]),
         .library(name: "VigilTesting", targets: ["VigilTesting"]),
         .executable(name: "vigild", targets: ["vigild"]),
-        .executable(name: "vigil-benchmarks", targets: ["vigil-benchmarks"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
@@ -26,13 +25,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
     ],
     targets: [
-        // libsystemd, linked dynamically (Debian ships no libsystemd.a): only the benchmarks use
-        // it, to compare against the raw C calls. No library product links it.
-        .systemLibrary(
-            name: "CVigilSystemd",
-            pkgConfig: "libsystemd",
-            providers: [.apt(["libsystemd-dev"])]
-        ),
         // The single-threaded executor (epoll, timerfd, signalfd) behind EventLoopExecutor.
         // The C library (Glibc or Musl) for every Swift target: `import VigilPlatform` (not a
         // product; see the loop at the end).
@@ -124,25 +116,14 @@ let package = Package(
                 )
             ]
         ),
-        // Benchmarks: Tests/Benchmarks/run.sh builds this in release and runs it against the C
-        // floor (Tests/Benchmarks/floor); see the README's "Performance".
-        .target(
-            name: "CVigilMallocCounter",
-            path: "Tests/Benchmarks/CVigilMallocCounter"
-        ),
-        .executableTarget(
-            name: "vigil-benchmarks",
-            dependencies: [
-                "Vigil", "VigildCore", "VigilTesting", "CVigilSystemd", "CVigilMallocCounter",
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            path: "Tests/Benchmarks/VigilBenchmarks"
-        ),
+        // The benchmarks are a package of their own (Benchmarks/Package.swift, as SwiftNIO's are)
+        // that depends on this one by path: this package ships no benchmark and no malloc
+        // interposer, and the benchmarks see only the public API.
         // Fuzzing (issue 10): Tests/Fuzz/run.sh builds vigil-fuzz with libFuzzer (`-sanitize=fuzzer
         // -D FUZZING`) into .build-fuzz and runs each target for a bounded time; in a normal build
         // it is a small replay tool (`VIGIL_FUZZ_TARGET=… vigil-fuzz FILE…`), and VigilTests
         // replays every committed corpus file through the same functions. They live in this
-        // package, not in one of their own (swift-nio's model for benchmarks), because the parser
+        // package, not in one of their own (as the benchmarks are), because the parser
         // and VigildConfiguration are `package` symbols, visible only inside this package; as
         // targets without a declared product they are not offered to the package's dependents.
         .target(

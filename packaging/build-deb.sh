@@ -12,7 +12,7 @@ cd "$project"
 sh packaging/build-deps.sh --package
 version=$(sed -n 's/.*static let version = "\(.*\)"/\1/p' Sources/vigild/Vigild.swift)
 arch=$(dpkg --print-architecture)
-# Its own scratch path: flags differ from the benchmarks' release build (Tests/Benchmarks/run.sh).
+# Its own scratch path: flags differ from the benchmarks' release builds (Benchmarks/run.sh).
 scratch=$project/.build-static
 
 # A static executable: no dynamic loader runs before the executable's preinit array blocks the

@@ -1,7 +1,7 @@
 import Logging
 import Vigil
 
-/// vigild's configuration (in a module of its own so that the benchmarks decode the same type).
+/// vigild's configuration (in a module of its own so that the fuzz targets decode the same type).
 /// Every key is optional; these are the defaults:
 ///
 /// ```

@@ -1,3 +1,4 @@
+import BenchmarkSupport
 import VigilTesting
 
 #if canImport(Glibc)
@@ -11,6 +12,9 @@ struct MeasuredDaemon {
     var name: String
     var executable: String
     var arguments: [String]
+    /// Whether it does the measured work (configuration, state, durable checkpoint): the Swift
+    /// hello-world does not, and gets no ratio.
+    var sameWork = true
 }
 
 /// The notify socket, as systemd holds it: one datagram socket that the daemon's `sd_notify`
@@ -20,8 +24,7 @@ final class NotifySocket {
     private let fd: Int32
 
     init(path: String) throws {
-        unlink(path)
-        fd = try UnixDatagramSocket.bind(path: path)
+        fd = try boundDatagramSocket(path: path)
         self.path = path
     }
 

@@ -1,0 +1,402 @@
+import BenchmarkSupport
+import CVigilSystemd
+import Logging
+import Synchronization
+import Vigil
+import VigilLifecycle
+import VigilSystemd
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+// What the benchmarks in VigilBenchmarks.swift run against. Public API only: the fixtures that
+// the old in-package benchmark took from VigilTesting (`UnixDatagramSocket`, `DetachedThread`)
+// and VigildCore (`VigildConfiguration`) are `package` symbols, replaced here (BenchmarkSupport,
+// a pthread, `ReferenceConfiguration`).
+
+/// A listener that counts what it is given, and accepts every reload.
+final class CountingListener: Listener {
+    let name: String
+    let dependencies: [String]
+    private let count = Atomic<Int>(0)
+
+    init(name: String, dependencies: [String] = []) {
+        self.name = name
+        self.dependencies = dependencies
+    }
+
+    var deliveries: Int { count.load(ordering: .relaxed) }
+
+    func userSignal(_ signal: ProcessSignal, context: ListenerContext) async throws {
+        count.add(1, ordering: .relaxed)
+    }
+
+    func prepareReload(_ reload: ReloadTransaction, context: ListenerContext) async throws -> ReloadDecision {
+        count.add(1, ordering: .relaxed)
+        return .accept
+    }
+
+    func commitReload(_ reload: ReloadTransaction, context: ListenerContext) async throws {
+        count.add(1, ordering: .relaxed)
+    }
+}
+
+/// Resumes whoever waits for the next record of a kind: the benchmark's end of a round trip.
+final class RecordWaiter: LifecycleObserver {
+    private let waiting = Mutex<(kind: String, continuation: CheckedContinuation<Void, Never>)?>(nil)
+
+    func observe(_ record: LifecycleRecord) {
+        let kind: String
+        switch record {
+        case .started: kind = "started"
+        case .userSignal: kind = "userSignal"
+        case .reloadApplied, .reloadRejected: kind = "reload"
+        default: return
+        }
+        let continuation = waiting.withLock { waiting -> CheckedContinuation<Void, Never>? in
+            guard let current = waiting, current.kind == kind else { return nil }
+            waiting = nil
+            return current.continuation
+        }
+        continuation?.resume()
+    }
+
+    /// Arms the wait for `kind`, then calls `trigger`, then waits.
+    func wait(for kind: String, after trigger: () -> Void) async {
+        await withCheckedContinuation { continuation in
+            waiting.withLock { $0 = (kind, continuation) }
+            trigger()
+        }
+    }
+}
+
+/// A notifier that drops messages: the mediator's own cost, without a socket.
+struct DroppingNotifier: ServiceManagerNotifier {
+    func notify(_ messages: [NotifyMessage]) throws {}
+}
+
+/// A running `ListenerGroup` with a `RecordWaiter`, started in a benchmark's setup and stopped
+/// in its teardown.
+final class RunningGroup: Sendable {
+    private let running = Mutex<(group: ListenerGroup, task: Task<Void, any Error>)?>(nil)
+    let waiter = RecordWaiter()
+    private static let quietLogger = Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }
+
+    func start(_ listeners: [any Listener]) async throws {
+        let group = try ListenerGroup(
+            listeners: listeners,
+            configuration: .init(
+                logger: Self.quietLogger,
+                notifier: DroppingNotifier(),
+                signals: SignalMap(),
+                observers: [waiter]
+            )
+        )
+        await waiter.wait(for: "started") {
+            running.withLock { $0 = (group, Task { try await group.run() }) }
+        }
+    }
+
+    var group: ListenerGroup? { running.withLock { $0?.group } }
+
+    func stop() async throws {
+        guard
+            let (group, task) = running.withLock({ running in
+                defer { running = nil }; return running
+            })
+        else {
+            return
+        }
+        group.requestTermination(.requested("benchmark done"))
+        try await task.value
+    }
+}
+
+/// One SIGUSR1-style event to `listeners` counting listeners.
+final class FanOutFixture: Sendable {
+    let listeners: [CountingListener]
+    let running = RunningGroup()
+
+    init(listeners count: Int) {
+        listeners = (0..<count).map { CountingListener(name: "listener-\($0)") }
+    }
+
+    func start() async throws { try await running.start(listeners) }
+
+    func event() async {
+        guard let group = running.group else { return }
+        await running.waiter.wait(for: "userSignal") { group.requestUserSignal(.sigusr1) }
+    }
+
+    func stop() async throws {
+        try await running.stop()
+        guard listeners.allSatisfy({ $0.deliveries > 0 }) else {
+            throw BenchmarkError("fan-out to \(listeners.count): a listener was never called")
+        }
+    }
+}
+
+/// A configuration of the reference file's shape (vigild's own type is a `package` symbol of
+/// VigildCore): decoded and validated on every reload.
+struct ReferenceConfiguration: ValidatedConfiguration {
+    struct Interval: Decodable, Sendable, Equatable {
+        var interval: Double?
+        var message: String?
+        var checkpointInterval: Double?
+    }
+    var logLevel: String?
+    var heartbeat: Interval?
+    var persistence: Interval?
+
+    static let defaultConfiguration = ReferenceConfiguration()
+
+    func validate() throws(InvalidValue) {}
+}
+
+/// SIGHUP's work without the signal: two phases through 10 listeners, one of which reads and
+/// decodes packaging/vigild.json.
+final class ReloadFixture: Sendable {
+    static let reference: String = {
+        // #filePath is Benchmarks/Benchmarks/VigilBenchmarks/Fixtures.swift in the repository.
+        var path = "\(#filePath)"
+        for _ in 0..<4 { path = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)]) }
+        return path + "/packaging/vigild.json"
+    }()
+    let running = RunningGroup()
+
+    func start() async throws {
+        let configuration = ConfigurationListener<ReferenceConfiguration>(source: .file(Self.reference, required: true))
+        _ = try configuration.load()
+        try await running.start(
+            [configuration]
+                + (0..<9).map { CountingListener(name: "listener-\($0)", dependencies: ["configuration"]) }
+        )
+    }
+
+    func reload() async {
+        guard let group = running.group else { return }
+        await running.waiter.wait(for: "reload") { group.requestReload() }
+    }
+
+    func stop() async throws { try await running.stop() }
+}
+
+/// JournalLogHandler and `sd_journal_sendv` with the same 11 fields (8 standard + 3 metadata).
+final class JournalFixture: Sendable {
+    private let drain = Mutex<Drain?>(nil)
+    /// Calls that failed (counted, not trapped: the teardown reports them).
+    private let failures = Atomic<Int>(0)
+    private let logger: Logger = {
+        let handler = JournalLogHandler(label: "bench", identifier: "vigild", levelControl: LogLevelControl(.info))
+        return Logger(label: "bench") { _ in handler }
+    }()
+    /// The fields as a C programmer would pass them, built once (the least the call can cost).
+    nonisolated(unsafe) private let vectors: UnsafeMutableBufferPointer<iovec> = {
+        let fields = [
+            "MESSAGE=Reload applied: configuration generation 2 is now in force",
+            "PRIORITY=5",
+            "SYSLOG_IDENTIFIER=vigild",
+            "CODE_FILE=VigilBenchmarks/Fixtures.swift",
+            "CODE_LINE=200",
+            "CODE_FUNC=handlerCall()",
+            "SWIFT_LOG_LABEL=bench",
+            "SWIFT_LOG_SOURCE=VigilBenchmarks",
+            "MESSAGE_ID=7dd32b12fecb4f54b882f1a4b4061f72",
+            "VIGIL_EVENT=reload-applied",
+            "VIGIL_GENERATION=2",
+        ]
+        let vectors = UnsafeMutableBufferPointer<iovec>.allocate(capacity: fields.count)
+        for (index, field) in fields.enumerated() {
+            let bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: field.utf8.count, alignment: 1)
+            bytes.copyBytes(from: field.utf8)
+            vectors[index] = iovec(iov_base: bytes.baseAddress, iov_len: bytes.count)
+        }
+        return vectors
+    }()
+
+    func start() throws {
+        let drain = try Drain(path: "/run/systemd/journal/socket")
+        self.drain.withLock { $0 = drain }
+    }
+
+    func stop() throws {
+        guard
+            let drain = drain.withLock({ drain in
+                defer { drain = nil }; return drain
+            })
+        else { return }
+        drain.stop()
+        let failed = failures.exchange(0, ordering: .relaxed)
+        guard drain.received > 0, failed == 0 else {
+            throw BenchmarkError(
+                "the journal drain received \(drain.received) entries; \(failed) sd_journal_sendv calls failed"
+            )
+        }
+    }
+
+    func handlerCall() -> UInt64 {
+        Monotonic.time {
+            logger.notice(
+                "Reload applied: configuration generation 2 is now in force",
+                metadata: [
+                    "MESSAGE_ID": "7dd32b12fecb4f54b882f1a4b4061f72",
+                    "VIGIL_EVENT": "reload-applied",
+                    "VIGIL_GENERATION": "2",
+                ]
+            )
+        }
+    }
+
+    func rawCall() -> UInt64 {
+        Monotonic.time {
+            if sd_journal_sendv(vectors.baseAddress, Int32(vectors.count)) < 0 { failures.add(1, ordering: .relaxed) }
+        }
+    }
+}
+
+/// StderrLogHandler (`<N>` lines) and one write(2) of the finished line, into /dev/null.
+final class StderrFixture: Sendable {
+    private let saved = Atomic<Int32>(-1)
+    private let logger: Logger = {
+        let handler = StderrLogHandler(label: "bench", format: .syslogPrefixed, levelControl: LogLevelControl(.info))
+        return Logger(label: "bench") { _ in handler }
+    }()
+    private let line = Array(
+        "<5>Reload applied: configuration generation 2 is now in force MESSAGE_ID=7dd32b12fecb4f54b882f1a4b4061f72 VIGIL_GENERATION=2\n"
+            .utf8
+    )
+
+    /// Points descriptor 2 at /dev/null (package-benchmark reports on stdout).
+    func start() {
+        let null = open("/dev/null", O_WRONLY)
+        saved.store(dup(2), ordering: .relaxed)
+        dup2(null, 2)
+        close(null)
+    }
+
+    func stop() {
+        let saved = saved.exchange(-1, ordering: .relaxed)
+        guard saved >= 0 else { return }
+        dup2(saved, 2)
+        close(saved)
+    }
+
+    func handlerCall() {
+        logger.notice(
+            "Reload applied: configuration generation 2 is now in force",
+            metadata: ["MESSAGE_ID": "7dd32b12fecb4f54b882f1a4b4061f72", "VIGIL_GENERATION": "2"]
+        )
+    }
+
+    func rawCall() {
+        _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+    }
+}
+
+/// SystemdNotifier and `sd_notify` with `STATUS=…` and `READY=1`, to a drained socket.
+final class NotifyFixture: Sendable {
+    private let drain = Mutex<Drain?>(nil)
+    /// Calls that failed (counted, not trapped: the teardown reports them).
+    private let failures = Atomic<Int>(0)
+    private let notifier = SystemdNotifier()
+
+    func start() throws {
+        var template = Array("/tmp/vigil-bench-notify.XXXXXX".utf8CString)
+        let directory = template.withUnsafeMutableBufferPointer { buffer -> String? in
+            guard let base = buffer.baseAddress, let made = mkdtemp(base) else { return nil }
+            return String(cString: made)
+        }
+        guard let directory else { throw BenchmarkError("mkdtemp in /tmp failed: errno \(errno)") }
+        let path = directory + "/notify.sock"
+        let drain = try Drain(path: path)
+        self.drain.withLock { $0 = drain }
+        setenv("NOTIFY_SOCKET", path, 1)
+    }
+
+    func stop() throws {
+        unsetenv("NOTIFY_SOCKET")
+        guard
+            let drain = drain.withLock({ drain in
+                defer { drain = nil }; return drain
+            })
+        else { return }
+        drain.stop()
+        rmdir(String(drain.path[..<(drain.path.lastIndex(of: "/") ?? drain.path.endIndex)]))
+        let failed = failures.exchange(0, ordering: .relaxed)
+        guard drain.received > 0, failed == 0 else {
+            throw BenchmarkError(
+                "the notify drain received \(drain.received) datagrams; \(failed) notifications failed"
+            )
+        }
+    }
+
+    func notifierCall() -> UInt64 {
+        Monotonic.time {
+            do {
+                try notifier.notify([.status("Running (generation 2)"), .ready])
+            } catch {
+                failures.add(1, ordering: .relaxed)
+            }
+        }
+    }
+
+    func rawCall() -> UInt64 {
+        Monotonic.time {
+            if sd_notify(0, "STATUS=Running (generation 2)\nREADY=1") <= 0 { failures.add(1, ordering: .relaxed) }
+        }
+    }
+}
+
+/// A datagram socket that a thread of its own empties as fast as it can: journald's or
+/// systemd's end, reduced to reading.
+final class Drain: Sendable {
+    let path: String
+    private let descriptor: Int32
+    private let count = Atomic<Int>(0)
+
+    init(path: String) throws {
+        self.path = path
+        descriptor = try boundDatagramSocket(path: path)
+        var size: Int32 = 8 << 20
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVBUFFORCE, &size, socklen_t(MemoryLayout<Int32>.size))
+        let unmanaged = Unmanaged.passRetained(self)
+        var thread = pthread_t()
+        let created = pthread_create(
+            &thread,
+            nil,
+            { context in
+                guard let context else { return nil }
+                let drain = Unmanaged<Drain>.fromOpaque(context).takeRetainedValue()
+                drain.empty()
+                return nil
+            },
+            unmanaged.toOpaque()
+        )
+        guard created == 0 else {
+            unmanaged.release()
+            throw BenchmarkError("pthread_create failed: \(created)")
+        }
+        pthread_detach(thread)
+    }
+
+    private func empty() {
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let received = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+            if received < 0 && errno == EINTR { continue }
+            guard received > 0 else { break }
+            count.add(1, ordering: .relaxed)
+        }
+        close(descriptor)
+    }
+
+    var received: Int { count.load(ordering: .relaxed) }
+
+    func stop() {
+        shutdown(descriptor, Int32(SHUT_RDWR))
+        unlink(path)
+    }
+}
