@@ -31,12 +31,11 @@ work=$(mktemp -d /tmp/vigil-benchmarks.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
 echo "# building (release)" >&2
-# vigild as packaging/build-deb.sh builds it (a static executable, in the same scratch path).
-swift build -c release --static-swift-stdlib -Xswiftc -static-executable --product vigild \
-  --scratch-path "$project/.build-static" >&2
+# vigild exactly as packaging/build-deb.sh builds it (the same script, the same flags).
+vigild=$(bash packaging/build-vigild.sh)
 swift build -c release --package-path "$benchmarks" --product vigil-process-benchmarks \
   --scratch-path "$benchmarks/.build-release" >&2
-install -m 0755 "$project/.build-static/release/vigild" "$work/vigild"
+install -m 0755 "$vigild" "$work/vigild"
 cc -O2 -Wall -Wextra -o "$work/vigil-floor" "$benchmarks/floor/vigil-floor.c" $(pkg-config --cflags --libs libsystemd)
 GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE="$work/go-cache" \
   go build -o "$work/vigil-go-peer" "$benchmarks/peers/go/main.go"

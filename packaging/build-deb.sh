@@ -12,26 +12,12 @@ cd "$project"
 sh packaging/build-deps.sh --package
 version=$(sed -n 's/.*static let version = "\(.*\)"/\1/p' Sources/vigild/Vigild.swift)
 arch=$(dpkg --print-architecture)
-# Its own scratch path: flags differ from the benchmarks' release builds (Benchmarks/run.sh).
-scratch=$project/.build-static
-
-# A static executable: no dynamic loader runs before the executable's preinit array blocks the
-# daemon's signals (the VigilEarlySignals product), so only the kernel's execve is left in which
-# an early signal is fatal (issue 10, item 17); start-up maps and relocates no shared
-# objects (issue 12). Not static-pie: linked with lld it builds, but glibc's
-# _dl_relocate_static_pie asserts at start with the Swift runtime in it (the executable's image
-# is therefore not randomised; heap, stack and mmap still are). Vigil links no libsystemd;
-# getaddrinfo is only used with AI_NUMERICHOST (no NSS).
-swift build -c release --static-swift-stdlib -Xswiftc -static-executable --product vigild --scratch-path "$scratch"
-if readelf -d "$scratch/release/vigild" 2>/dev/null | grep -q '(NEEDED)'; then
-  echo "$scratch/release/vigild still needs shared libraries:" >&2
-  readelf -d "$scratch/release/vigild" | grep '(NEEDED)' >&2
-  exit 1
-fi
+# The release executable as the benchmarks measure it (static; build-vigild.sh says why).
+binary=$(packaging/build-vigild.sh)
 stage=$(mktemp -d /tmp/vigild-deb.XXXXXX)
 trap 'rm -rf "$stage"' EXIT
 package=$stage/vigild_${version}_${arch}
-install -D -m 0755 "$scratch/release/vigild" "$package/usr/bin/vigild"
+install -D -m 0755 "$binary" "$package/usr/bin/vigild"
 strip --strip-unneeded --remove-section=.comment "$package/usr/bin/vigild"
 install -D -m 0644 systemd/vigild.service "$package/lib/systemd/system/vigild.service"
 install -D -m 0644 packaging/vigild.json "$package/etc/vigild/vigild.json"

@@ -13,11 +13,11 @@ project=$(cd "$(dirname "$0")/.." && pwd)
 cd "$project"
 command -v valgrind >/dev/null || { echo "order-file.sh: install valgrind first (apt-get install valgrind)" >&2; exit 2; }
 scratch=$project/.build-static
-swift build -c release --static-swift-stdlib -Xswiftc -static-executable --product vigild --scratch-path "$scratch"
+binary=$(packaging/build-vigild.sh)
 work=$(mktemp -d /tmp/vigild-order.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 # Valgrind cannot read the binary's DWARF; the symbol table is all it needs.
-strip --strip-debug -o "$work/vigild" "$scratch/release/vigild"
+strip --strip-debug -o "$work/vigild" "$binary"
 printf '{ "heartbeat": { "interval": 0 }, "persistence": { "checkpointInterval": 0 } }\n' > "$work/config.json"
 # NOTIFY_SOCKET names no socket: the notifier's code runs (each send fails and is logged), as
 # under systemd, where stderr then carries <N>-prefixed lines.

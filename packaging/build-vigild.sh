@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Builds vigild as the .deb ships it and prints the executable's path: release, the Swift standard
+# library static, a static executable; its release link lays out the functions a running vigild
+# executes side by side (packaging/vigild.order, gold's --section-ordering-file in Package.swift).
+# The one build command of build-deb.sh, order-file.sh and Benchmarks/run.sh, so the benchmarks
+# measure what the package ships.
+#
+# Why static: no dynamic loader runs before the executable's preinit array blocks the daemon's
+# signals (the VigilEarlySignals product), so only the kernel's execve is left in which an early
+# signal is fatal (issue 10, item 17); start-up maps and relocates no shared objects (issue 12).
+# Not static-pie: linked with lld it builds, but glibc's _dl_relocate_static_pie asserts at start
+# with the Swift runtime in it (the executable's image is therefore not randomised; heap, stack
+# and mmap still are). Vigil links no libsystemd; getaddrinfo is only used with AI_NUMERICHOST
+# (no NSS).
+set -euo pipefail
+project=$(cd "$(dirname "$0")/.." && pwd)
+# Its own scratch path: flags differ from a plain `swift build -c release`.
+scratch=$project/.build-static
+swift build --package-path "$project" -c release --static-swift-stdlib \
+  -Xswiftc -static-executable --product vigild --scratch-path "$scratch" >&2
+binary=$scratch/release/vigild
+if readelf -d "$binary" 2>/dev/null | grep -q '(NEEDED)'; then
+  echo "$binary still needs shared libraries:" >&2
+  readelf -d "$binary" | grep '(NEEDED)' >&2
+  exit 1
+fi
+echo "$binary"
