@@ -91,33 +91,47 @@ public final class FakeNotifySocket: Sendable {
         var buffer = [UInt8](repeating: 0, count: 65536)
         var control = [UInt8](repeating: 0, count: 256)
         while true {
-            let (received, sender, controlLength) = buffer.withUnsafeMutableBytes { data in
-                control.withUnsafeMutableBytes { controlBytes -> (Int, Int32, Int) in
-                    var vector = iovec(iov_base: data.baseAddress, iov_len: data.count)
-                    return withUnsafeMutablePointer(to: &vector) { vectorPointer in
-                        var message = msghdr()
-                        message.msg_iov = vectorPointer
-                        message.msg_iovlen = 1
-                        message.msg_control = controlBytes.baseAddress
-                        message.msg_controllen = controlBytes.count
-                        let count = recvmsg(descriptor, &message, Int32(MSG_CMSG_CLOEXEC))
-                        return (count, count > 0 ? senderPID(&message) : 0, count > 0 ? message.msg_controllen : 0)
-                    }
-                }
-            }
-            if received < 0 && errno == EINTR { continue }
-            guard received > 0 else { return }
-            let passed = control.withUnsafeBytes { passedDescriptors($0, length: controlLength) }
-            let text = String(decoding: buffer[0..<received], as: UTF8.self)
+            let received = receiveDatagram(descriptor, into: &buffer, control: &control)
+            if received.count < 0 && errno == EINTR { continue }
+            guard received.count > 0 else { return }
+            let text = String(decoding: buffer[0..<received.count], as: UTF8.self)
             datagrams.append(
                 Datagram(
                     text: text,
-                    senderPID: sender,
+                    senderPID: received.senderPID,
                     receivedAt: MonotonicClock.microseconds(),
-                    passedDescriptors: passed
+                    passedDescriptors: received.passed
                 )
             )
         }
+    }
+
+    /// One `recvmsg` of `descriptor` into `buffer`, with `control` for its control messages: the
+    /// byte count (-1 with `errno` as `recvmsg` left it), the sender's pid (`SCM_CREDENTIALS`, 0
+    /// without `SO_PASSCRED`) and what the descriptors passed with it (`SCM_RIGHTS`) referred to,
+    /// which are closed. For tests that read a socket of their own the way this one does.
+    package static func receiveDatagram(
+        _ descriptor: Int32,
+        into buffer: inout [UInt8],
+        control: inout [UInt8]
+    ) -> (count: Int, senderPID: Int32, passed: [Datagram.PassedDescriptor]) {
+        let (count, sender, controlLength) = buffer.withUnsafeMutableBytes { data in
+            control.withUnsafeMutableBytes { controlBytes -> (Int, Int32, Int) in
+                var vector = iovec(iov_base: data.baseAddress, iov_len: data.count)
+                return withUnsafeMutablePointer(to: &vector) { vectorPointer in
+                    var message = msghdr()
+                    message.msg_iov = vectorPointer
+                    message.msg_iovlen = 1
+                    message.msg_control = controlBytes.baseAddress
+                    message.msg_controllen = controlBytes.count
+                    let count = recvmsg(descriptor, &message, Int32(MSG_CMSG_CLOEXEC))
+                    return (count, count > 0 ? senderPID(&message) : 0, count > 0 ? message.msg_controllen : 0)
+                }
+            }
+        }
+        guard count > 0 else { return (count, 0, []) }
+        let passed = control.withUnsafeBytes { passedDescriptors($0, length: controlLength) }
+        return (count, sender, passed)
     }
 
     /// `SCM_CREDENTIALS` on Linux; Glibc's module hides it behind `_GNU_SOURCE`.

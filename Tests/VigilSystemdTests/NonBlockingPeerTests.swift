@@ -57,34 +57,12 @@ private final class StalledPeer {
     func receiveWithDescriptor() -> (text: String, passed: FakeNotifySocket.Datagram.PassedDescriptor?)? {
         var buffer = [UInt8](repeating: 0, count: 8192)
         var control = [UInt8](repeating: 0, count: 64)
-        let (count, controlLength) = waiting(seconds: 10) {
-            receiveMessage(into: &buffer, control: &control)
+        let (count, passed) = waiting(seconds: 10) {
+            let received = FakeNotifySocket.receiveDatagram(descriptor, into: &buffer, control: &control)
+            return (received.count, received.passed)
         }
         guard count >= 0 else { return nil }
-        let text = String(decoding: buffer[0..<count], as: UTF8.self)
-        // One SCM_RIGHTS message with one descriptor: a 16-byte cmsghdr, then the int.
-        guard controlLength >= 20 else { return (text, nil) }
-        let received = control.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 16, as: Int32.self) }
-        defer { close(received) }
-        return (text, FakeNotifySocket.Datagram.PassedDescriptor(of: received))
-    }
-
-    /// One `recvmsg`: the byte count (or -1) and the length of the control data.
-    private func receiveMessage(into buffer: inout [UInt8], control: inout [UInt8]) -> (Int, Int) {
-        buffer.withUnsafeMutableBytes { data in
-            control.withUnsafeMutableBytes { controlBytes in
-                var vector = iovec(iov_base: data.baseAddress, iov_len: data.count)
-                return withUnsafeMutablePointer(to: &vector) { vectorPointer in
-                    var message = msghdr()
-                    message.msg_iov = vectorPointer
-                    message.msg_iovlen = 1
-                    message.msg_control = controlBytes.baseAddress
-                    message.msg_controllen = controlBytes.count
-                    let count = recvmsg(descriptor, &message, Int32(MSG_CMSG_CLOEXEC))
-                    return (count, message.msg_controllen)
-                }
-            }
-        }
+        return (String(decoding: buffer[0..<count], as: UTF8.self), passed.first)
     }
 
     /// The next datagram, waiting up to `seconds`.
