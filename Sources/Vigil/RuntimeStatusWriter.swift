@@ -157,8 +157,7 @@ public final class RuntimeStatusWriter: LifecycleObserver {
             state.status.daemonMembers = members
             guard let directory = state.directory else { return }
             // Runtime status lives on tmpfs: atomic rename, no fsync.
-            let text = JSONWriter.write(state.status.document())
-            try? directory.writeAtomically(Array(text.utf8), to: RuntimeStatus.fileName)
+            try? directory.writeAtomically(JSONWriter.bytes(state.status.document()), to: RuntimeStatus.fileName)
         }
     }
 }

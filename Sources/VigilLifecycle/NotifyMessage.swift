@@ -52,8 +52,8 @@ public struct NotifyMessage: Hashable, Sendable, CustomStringConvertible {
         case .ready: "READY=1"
         case .reloading(let usec): "RELOADING=1\nMONOTONIC_USEC=\(usec)"
         case .stopping: "STOPPING=1"
-        case .status(let text):
-            "STATUS=" + String(text.map { $0.isNewline ? " " : $0 })
+        // Made safe by `status(_:)` (boundedStatus), the only way to make one.
+        case .status(let text): "STATUS=" + text
         case .errno(let code): "ERRNO=\(code)"
         case .extendTimeout(let usec): "EXTEND_TIMEOUT_USEC=\(usec)"
         case .watchdog: "WATCHDOG=1"
@@ -107,6 +107,10 @@ public struct NotifyMessage: Hashable, Sendable, CustomStringConvertible {
 
     /// `text` as one safe line of at most ``maximumStatusBytes`` bytes (see ``status(_:)``).
     static func boundedStatus(_ text: String) -> String {
+        // Most status lines are short printable ASCII: nothing to replace, escape or cut.
+        if text.utf8.count <= maximumStatusBytes && text.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) {
+            return text
+        }
         let ellipsis = "…"
         let limit = maximumStatusBytes
         var result = ""

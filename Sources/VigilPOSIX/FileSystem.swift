@@ -88,17 +88,27 @@ package enum FileSystem {
         limit: Int,
         expected: Int64 = 0
     ) -> Result<[UInt8], ReadAllFailure> {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(Int(max(0, min(expected, Int64(limit)))))
-        var chunk = [UInt8](repeating: 0, count: 65536)
+        // Reads into one buffer of the size `fstat` gave and a byte more (so that the call
+        // after the last byte sees the end), doubled when the file grew; no zero-filled
+        // staging buffer (a 64 KiB memset was most of a reload's file read).
+        let ceiling = limit < Int.max ? max(limit, 0) + 1 : Int.max
+        var capacity = Int(max(0, min(expected, Int64(ceiling - 1)))) + 1
+        var buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 1)
+        defer { buffer.deallocate() }
+        var count = 0
         while true {
-            let count = chunk.withUnsafeMutableBytes { buffer in
-                retrying { Glibc.read(descriptor, buffer.baseAddress, buffer.count) }
+            if count == capacity {
+                capacity = capacity > ceiling / 2 ? ceiling : min(max(capacity * 2, 4096), ceiling)
+                let grown = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 1)
+                grown.copyMemory(from: UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+                buffer.deallocate()
+                buffer = grown
             }
-            if count < 0 { return .failure(.system(errno)) }
-            if count == 0 { return .success(bytes) }
-            guard count <= limit - bytes.count else { return .failure(.tooLarge) }
-            bytes += chunk[0..<count]
+            let received = retrying { Glibc.read(descriptor, buffer.baseAddress! + count, capacity - count) }
+            if received < 0 { return .failure(.system(errno)) }
+            if received == 0 { return .success(Array(buffer[..<count])) }
+            count += received
+            if count > limit { return .failure(.tooLarge) }
         }
     }
 

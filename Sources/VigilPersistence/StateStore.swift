@@ -321,7 +321,7 @@ public final class StateStore: Sendable {
             let document = JSONValue(
                 .object([.init(key: "formatVersion", value: JSONValue(.number("\(Self.formatVersion)")))] + entries)
             )
-            try FileSystem.writeAtomically(Array(JSONWriter.write(document).utf8), to: path)
+            try FileSystem.writeAtomically(JSONWriter.bytes(document), to: path)
             storage.withLock {
                 $0.replacedOriginal = true
                 if revision > $0.writtenRevision {

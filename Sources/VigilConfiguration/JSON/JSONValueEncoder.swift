@@ -157,56 +157,73 @@ package enum JSONValueEncoder {
 package enum JSONWriter {
     /// The text of `value`, indented with two spaces per level when `pretty`.
     package static func write(_ value: JSONValue, pretty: Bool = true) -> String {
-        var output = ""
+        String(decoding: bytes(value, pretty: pretty), as: UTF8.self)
+    }
+
+    /// The UTF-8 text of `value`, as ``write(_:pretty:)`` spells it.
+    package static func bytes(_ value: JSONValue, pretty: Bool = true) -> [UInt8] {
+        var output: [UInt8] = []
+        output.reserveCapacity(512)
         write(value, indent: 0, pretty: pretty, into: &output)
-        if pretty { output += "\n" }
+        if pretty { output.append(UInt8(ascii: "\n")) }
         return output
     }
 
-    private static func write(_ value: JSONValue, indent: Int, pretty: Bool, into output: inout String) {
-        let newline = pretty ? "\n" + String(repeating: "  ", count: indent + 1) : ""
-        let close = pretty ? "\n" + String(repeating: "  ", count: indent) : ""
+    private static func newline(_ indent: Int, into output: inout [UInt8]) {
+        output.append(UInt8(ascii: "\n"))
+        for _ in 0..<indent { output.append(UInt8(ascii: " ")); output.append(UInt8(ascii: " ")) }
+    }
+
+    private static func write(_ value: JSONValue, indent: Int, pretty: Bool, into output: inout [UInt8]) {
         switch value.kind {
         case .object(let members):
-            if members.isEmpty { output += "{}"; return }
-            output += "{"
+            if members.isEmpty { output += "{}".utf8; return }
+            output.append(UInt8(ascii: "{"))
             for (index, member) in members.enumerated() {
-                output += (index == 0 ? "" : ",") + newline
+                if index > 0 { output.append(UInt8(ascii: ",")) }
+                if pretty { newline(indent + 1, into: &output) }
                 quote(member.key, into: &output)
-                output += pretty ? ": " : ":"
+                output += pretty ? ": ".utf8 : ":".utf8
                 write(member.value, indent: indent + 1, pretty: pretty, into: &output)
             }
-            output += close + "}"
+            if pretty { newline(indent, into: &output) }
+            output.append(UInt8(ascii: "}"))
         case .array(let elements):
-            if elements.isEmpty { output += "[]"; return }
-            output += "["
+            if elements.isEmpty { output += "[]".utf8; return }
+            output.append(UInt8(ascii: "["))
             for (index, element) in elements.enumerated() {
-                output += (index == 0 ? "" : ",") + newline
+                if index > 0 { output.append(UInt8(ascii: ",")) }
+                if pretty { newline(indent + 1, into: &output) }
                 write(element, indent: indent + 1, pretty: pretty, into: &output)
             }
-            output += close + "]"
+            if pretty { newline(indent, into: &output) }
+            output.append(UInt8(ascii: "]"))
         case .string(let text): quote(text, into: &output)
-        case .number(let text): output += text
-        case .bool(let flag): output += flag ? "true" : "false"
-        case .null: output += "null"
+        case .number(let text): output += text.utf8
+        case .bool(let flag): output += flag ? "true".utf8 : "false".utf8
+        case .null: output += "null".utf8
         }
     }
 
-    private static func quote(_ text: String, into output: inout String) {
-        output += "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": output += "\\\""
-            case "\\": output += "\\\\"
-            case "\n": output += "\\n"
-            case "\r": output += "\\r"
-            case "\t": output += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                output += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: output.unicodeScalars.append(scalar)
+    /// `text` as a JSON string: the quote, the backslash and C0 controls escaped, every other
+    /// byte of its UTF-8 as it is (so valid UTF-8 stays valid).
+    private static func quote(_ text: String, into output: inout [UInt8]) {
+        output.append(UInt8(ascii: "\""))
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): output += "\\\"".utf8
+            case UInt8(ascii: "\\"): output += "\\\\".utf8
+            case UInt8(ascii: "\n"): output += "\\n".utf8
+            case UInt8(ascii: "\r"): output += "\\r".utf8
+            case UInt8(ascii: "\t"): output += "\\t".utf8
+            case 0..<0x20:
+                let low = byte & 0xF
+                output += "\\u00".utf8
+                output.append(UInt8(ascii: "0") + (byte >> 4))
+                output.append(low < 10 ? UInt8(ascii: "0") + low : UInt8(ascii: "a") + low - 10)
+            default: output.append(byte)
             }
         }
-        output += "\""
+        output.append(UInt8(ascii: "\""))
     }
 }
