@@ -11,6 +11,7 @@
 set -euo pipefail
 project=$(cd "$(dirname "$0")/.." && pwd)
 cd "$project"
+command -v python3 >/dev/null || { echo "order-file.sh: needs python3" >&2; exit 2; }
 command -v valgrind >/dev/null || { echo "order-file.sh: install valgrind first (apt-get install valgrind)" >&2; exit 2; }
 scratch=$project/.build-static
 binary=$(packaging/build-vigild.sh)
@@ -42,11 +43,49 @@ for generation in 2 3 4; do
 done
 kill -TERM "$daemon"
 wait "$daemon"
-# Function names (callgrind's fn= lines) as the sections a function of its own gets
-# (.text.NAME, or .text.unlikely.NAME for a cold one). Functions that share their object's
-# .text (most of Swift's) cannot be moved one by one.
-sed -n 's/^c\{0,1\}fn=\(([0-9]*) \)\{0,1\}//p' "$work/callgrind.out" | grep -v "[ ()'\"]" | grep -v '^0x' |
-  LC_ALL=C sort -u | sed "s/^/.text./; p; s/^.text./.text.unlikely./" > packaging/vigild.order
+# The functions callgrind saw (its fn= lines), each resolved through the symbol table and the
+# link map (vigild.map, written by build-vigild.sh) to the input section that holds it: the
+# section is named after its first function, so a merged function (…Tm) or one that shares a
+# section is found by address, not by name. A function in a plain .text (the part of the
+# standard library that is not split into sections) cannot be moved and is left out.
+sed -n 's/^c\{0,1\}fn=\(([0-9]*) \)\{0,1\}//p' "$work/callgrind.out" | LC_ALL=C sort -u > "$work/executed"
+nm --defined-only "$binary" > "$work/symbols"
+python3 - "$work/executed" "$work/symbols" "$scratch/vigild.map" > packaging/vigild.order <<'PYTHON'
+import bisect, sys
+executed = set(line.strip() for line in open(sys.argv[1]))
+addresses = set()
+for line in open(sys.argv[2]):
+    fields = line.split()
+    if len(fields) == 3 and fields[2] in executed:
+        addresses.add(int(fields[0], 16))
+# gold's map: " .text.NAME  0xADDRESS  0xSIZE  OBJECT", the address on the next line when the
+# name is long.
+sections, pending = [], None
+for line in open(sys.argv[3]):
+    fields = line.split()
+    if line.startswith(" .text"):
+        pending = fields[0]
+        fields = fields[1:]
+    if pending and len(fields) >= 2 and fields[0].startswith("0x") and fields[1].startswith("0x"):
+        address, size = int(fields[0], 16), int(fields[1], 16)
+        if size and address:
+            sections.append((address, size, pending))
+        pending = None
+sections.sort()
+starts = [section[0] for section in sections]
+names = set()
+for address in addresses:
+    index = bisect.bisect_right(starts, address) - 1
+    if index >= 0 and address < sections[index][0] + sections[index][1]:
+        name = sections[index][2]
+        if name.startswith(".text.") and not name.startswith(".text.unlikely."):
+            names.add(name)
+        elif name.startswith(".text.unlikely."):
+            names.add(".text." + name[len(".text.unlikely."):])
+for name in sorted(names):
+    print(name)
+    print(".text.unlikely." + name[len(".text."):])
+PYTHON
 # The linker does not track the order file: remove the executable so that the next build
 # links it again with the new order.
 rm -f "$scratch"/*/release/vigild
