@@ -387,3 +387,57 @@ import VigilTesting
         #expect(decoded == numbers)
     }
 }
+
+/// How ``JSONValueDecoder`` finds keys: small objects are searched in place, large ones through
+/// an index; either way every entry is found and a key the type never asked for is an unknown
+/// key.
+@Suite struct JSONValueDecoderKeyTests {
+    struct Settings: Decodable, Equatable {
+        var name: String
+        var limits: [String: Int]
+    }
+
+    /// Asks for the keys `a0` … `a(count − 1)`, each optional.
+    struct Wide: Decodable {
+        static let count = 20
+        struct Key: CodingKey {
+            var stringValue: String
+            var intValue: Int? { nil }
+            init(stringValue: String) { self.stringValue = stringValue }
+            init?(intValue: Int) { nil }
+        }
+        var values: [Int?]
+
+        init(from decoder: any Decoder) throws {
+            let keys = try decoder.container(keyedBy: Key.self)
+            values = try (0..<Self.count).map { try keys.decodeIfPresent(Int.self, forKey: Key(stringValue: "a\($0)")) }
+        }
+    }
+
+    private func decode<T: Decodable>(_ type: T.Type, _ text: String) throws -> T {
+        try JSONValueDecoder.decode(type, from: try JSONParser.parse(Array(text.utf8)), rejectUnknownKeys: true)
+    }
+
+    @Test(arguments: [3, 16, 17, 20_000])
+    func everyEntryOfADictionary(count: Int) throws {
+        let entries = (0..<count).map { "\"k\($0)\": \($0)" }.joined(separator: ", ")
+        let settings = try decode(Settings.self, #"{"limits": {\#(entries)}, "name": "b"}"#)
+        #expect(
+            settings
+                == Settings(name: "b", limits: Dictionary(uniqueKeysWithValues: (0..<count).map { ("k\($0)", $0) }))
+        )
+    }
+
+    @Test(arguments: [2, Wide.count])
+    func anUnknownKeyAmongKnownOnesIsNamed(known: Int) throws {
+        let members = (0..<known).map { "\"a\($0)\": \($0)" }.joined(separator: ", ")
+        let wide = try decode(Wide.self, "{\(members)}")
+        #expect(wide.values == (0..<Wide.count).map { $0 < known ? $0 : nil })
+        #expect {
+            _ = try decode(Wide.self, #"{\#(members), "a\#(Wide.count)x": 1}"#)
+        } throws: { error in
+            (error as? JSONValueDecoder.Failure)?.message.hasPrefix(#"unknown key "a\#(Wide.count)x" at the top level"#)
+                == true
+        }
+    }
+}

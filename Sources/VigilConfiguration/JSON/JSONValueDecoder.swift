@@ -85,18 +85,35 @@ package enum JSONValueDecoder {
 
     /// Which keys each object's type asked for.
     final class Tracker {
-        private var asked: [[String]: Set<String>] = [:]
-        private var everything: Set<[String]> = []
+        /// The keys one object's type asked for: one per keyed container, so that asking costs
+        /// an append, not a hash of the path and the key.
+        final class AskedKeys {
+            var keys: [String] = []
+            /// `allKeys` was read: the type looked at every key (a dictionary, say).
+            var everything = false
 
-        func asked(_ key: String, at path: [String]) { asked[path, default: []].insert(key) }
-        func opened(_ path: [String]) { _ = asked[path, default: []] }
-        func askedEverything(at path: [String]) { everything.insert(path) }
+            func contains(_ key: String) -> Bool { keys.contains(key) }
+        }
+
+        private var asked: [[String]: AskedKeys] = [:]
+
+        /// The record of the object at `path`, made when its first container is opened.
+        func keys(at path: [String]) -> AskedKeys {
+            if let existing = asked[path] { return existing }
+            let keys = AskedKeys()
+            asked[path] = keys
+            return keys
+        }
 
         func checkUnknownKeys(in value: JSONValue, path: [String]) throws {
             switch value.kind {
             case .object(let members):
-                if let known = asked[path], !everything.contains(path) {
-                    for member in members where !known.contains(member.key) {
+                if let record = asked[path], !record.everything {
+                    // A few keys are searched in place; many (a type with dozens of keys) once
+                    // through a set.
+                    let known: Set<String>? = record.keys.count > 16 ? Set(record.keys) : nil
+                    for member in members where !(known?.contains(member.key) ?? record.contains(member.key)) {
+                        let known = known ?? Set(record.keys)
                         let location = path.isEmpty ? "at the top level" : "in \"\(path.joined(separator: "."))\""
                         var message = "unknown key \"\(member.key)\" \(location)"
                         if let suggestion = Self.closest(to: member.key, in: known) {
@@ -174,10 +191,9 @@ package enum JSONValueDecoder {
             guard case .object(let members) = value.kind else {
                 throw fail("expected an object, found \(value.summary)")
             }
-            tracker.opened(path)
-            var byKey: [String: JSONValue] = [:]
-            for member in members { byKey[member.key] = member.value }
-            return KeyedDecodingContainer(KeyedContainer<K>(decoder: self, members: byKey))
+            return KeyedDecodingContainer(
+                KeyedContainer<K>(decoder: self, members: Members(members), asked: tracker.keys(at: path))
+            )
         }
 
         func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
@@ -329,22 +345,55 @@ package enum JSONValueDecoder {
         }
     }
 
+    /// An object's members by key; the last of equal keys wins. A small object (what a
+    /// configuration is made of) is searched in place; a large one (a dictionary of thousands
+    /// of entries) through an index built once, so that decoding every key stays linear.
+    struct Members {
+        let members: [JSONValue.Member]
+        let index: [String: JSONValue]?
+
+        init(_ members: [JSONValue.Member]) {
+            self.members = members
+            if members.count > 16 {
+                var index: [String: JSONValue] = [:]
+                index.reserveCapacity(members.count)
+                for member in members { index[member.key] = member.value }
+                self.index = index
+            } else {
+                self.index = nil
+            }
+        }
+
+        subscript(key: String) -> JSONValue? {
+            if let index { return index[key] }
+            return members.last { $0.key == key }?.value
+        }
+
+        var keys: [String] {
+            if let index { return Array(index.keys) }
+            var seen: [String] = []
+            for member in members where !seen.contains(member.key) { seen.append(member.key) }
+            return seen
+        }
+    }
+
     struct KeyedContainer<K: CodingKey>: KeyedDecodingContainerProtocol {
         let decoder: ValueDecoder
-        let members: [String: JSONValue]
+        let members: Members
+        let asked: Tracker.AskedKeys
         var codingPath: [any CodingKey] { decoder.codingPath }
         var allKeys: [K] {
-            decoder.tracker.askedEverything(at: decoder.path)
+            asked.everything = true
             return members.keys.compactMap { K(stringValue: $0) }
         }
 
         func contains(_ key: K) -> Bool {
-            decoder.tracker.asked(key.stringValue, at: decoder.path)
+            asked.keys.append(key.stringValue)
             return members[key.stringValue] != nil
         }
 
         func member(_ key: K) throws -> JSONValue {
-            decoder.tracker.asked(key.stringValue, at: decoder.path)
+            asked.keys.append(key.stringValue)
             guard let value = members[key.stringValue] else {
                 throw Failure(
                     path: decoder.path + [key.stringValue],
@@ -356,7 +405,7 @@ package enum JSONValueDecoder {
         }
 
         func decodeNil(forKey key: K) throws -> Bool {
-            decoder.tracker.asked(key.stringValue, at: decoder.path)
+            asked.keys.append(key.stringValue)
             guard let value = members[key.stringValue] else { return true }
             return value.kind == .null
         }
@@ -367,7 +416,7 @@ package enum JSONValueDecoder {
         }
 
         func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: K) throws -> T? {
-            decoder.tracker.asked(key.stringValue, at: decoder.path)
+            asked.keys.append(key.stringValue)
             guard let value = members[key.stringValue], value.kind != .null else { return nil }
             return try decoder.child(value, key.stringValue).unbox(type)
         }
