@@ -107,10 +107,9 @@ public struct NotifyMessage: Hashable, Sendable, CustomStringConvertible {
 
     /// `text` as one safe line of at most ``maximumStatusBytes`` bytes (see ``status(_:)``).
     static func boundedStatus(_ text: String) -> String {
-        // Most status lines are short printable ASCII: nothing to replace, escape or cut.
-        if text.utf8.count <= maximumStatusBytes && text.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) {
-            return text
-        }
+        // Most status lines are short and hold no control character: nothing to replace,
+        // escape or cut.
+        if text.utf8.count <= maximumStatusBytes && !containsControl(text.utf8) { return text }
         let ellipsis = "…"
         let limit = maximumStatusBytes
         var result = ""
@@ -149,6 +148,22 @@ public struct NotifyMessage: Hashable, Sendable, CustomStringConvertible {
             }
         }
         return escaped
+    }
+
+    /// Whether the UTF-8 of a string holds one of the scalars ``isControl(_:)`` names: a C0
+    /// control or DEL (one byte), a C1 control (`C2 80` … `C2 9F`), or U+2028 or U+2029
+    /// (`E2 80 A8`, `E2 80 A9`). Byte by byte, without decoding scalars.
+    package static func containsControl(_ utf8: String.UTF8View) -> Bool {
+        var previous: UInt8 = 0
+        var beforePrevious: UInt8 = 0
+        for byte in utf8 {
+            if byte < 0x20 || byte == 0x7F { return true }
+            if previous == 0xC2 && byte >= 0x80 && byte <= 0x9F { return true }
+            if beforePrevious == 0xE2 && previous == 0x80 && (byte == 0xA8 || byte == 0xA9) { return true }
+            beforePrevious = previous
+            previous = byte
+        }
+        return false
     }
 
     /// C0 and C1 controls, DEL, and the Unicode line and paragraph separators.

@@ -38,6 +38,21 @@ import VigilLifecycle
         if text.utf8.count > NotifyMessage.maximumStatusBytes { #expect(value.hasSuffix("…")) }
     }
 
+    /// The byte scan that lets a clean status line through untouched finds exactly the scalars
+    /// that are escaped: every scalar of the first planes, alone and between other text.
+    @Test func theByteScanFindsExactlyTheControls() {
+        for value in UInt32(0)..<0x3000 {
+            guard let scalar = Unicode.Scalar(value) else { continue }
+            let control =
+                scalar.properties.generalCategory == .control || value == 0x2028 || value == 0x2029
+            let alone = String(Character(scalar))
+            #expect(NotifyMessage.containsControl(alone.utf8) == control, "U+\(String(value, radix: 16))")
+            #expect(NotifyMessage.containsControl(("é…" + alone + "x").utf8) == control)
+        }
+        #expect(NotifyMessage.status("Reloading…").description == "STATUS=Reloading…")
+        #expect(NotifyMessage.status("a\u{2028}b\u{85}c\u{9B}").description == #"STATUS=a b c\u{9B}"#)
+    }
+
     @Test func shortTextIsKeptAndControlsAreEscaped() {
         #expect(NotifyMessage.status("Running (generation 2)").description == "STATUS=Running (generation 2)")
         #expect(NotifyMessage.status("a\nb\tc").description == "STATUS=a b c")
