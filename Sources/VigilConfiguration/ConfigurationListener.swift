@@ -48,6 +48,8 @@ public final class ConfigurationListener<Configuration: ValidatedConfiguration>:
     /// Whether the configuration in force, and the one proposed by a pending reload, came from
     /// the file (rather than the embedded default).
     private let fromFile = Mutex<(inForce: Bool, proposed: Bool)>((false, false))
+    /// The bytes last decoded from the file and what they decoded to (before validation).
+    private let lastDecoded = Mutex<(bytes: [UInt8], configuration: Configuration)?>(nil)
 
     /// Creates the listener for `source`.
     public init(source: ConfigurationSource) {
@@ -65,8 +67,23 @@ public final class ConfigurationListener<Configuration: ValidatedConfiguration>:
             return (Configuration.defaultConfiguration, false)
         case .file(let path, let required):
             if !required && FileSystem.isAbsent(path) { return (Configuration.defaultConfiguration, false) }
-            return (try loader.load(path: path), true)
+            return (try load(path: path), true)
         }
+    }
+
+    /// Reads the file every time; decodes it only when its bytes differ from the last ones
+    /// decoded (a reload of an unchanged file, as after log rotation, skips parsing and
+    /// decoding: most of a reload's work). Decoding depends on nothing but the bytes;
+    /// validation runs every time, and a failure takes the full path, which names the key,
+    /// line and column.
+    private func load(path: String) throws(ConfigurationError) -> Configuration {
+        let bytes = try loader.read(path: path)
+        if let last = lastDecoded.withLock({ $0 }), last.bytes == bytes, (try? last.configuration.validate()) != nil {
+            return last.configuration
+        }
+        let configuration = try loader.decode(bytes, file: path)
+        lastDecoded.withLock { $0 = (bytes, configuration) }
+        return configuration
     }
 
     public func start(context: ListenerContext) async throws {

@@ -15,9 +15,13 @@ public struct ConfigurationLoader<Configuration: ValidatedConfiguration>: Sendab
     /// ``FileSystem/configurationLimit`` bytes. A FIFO, socket, device or directory is refused
     /// without blocking, naming its kind; so is a file that cannot be read, with the OS's reason.
     public func load(path: String) throws(ConfigurationError) -> Configuration {
-        let bytes: [UInt8]
+        try decode(try read(path: path), file: path)
+    }
+
+    /// The bytes of `path`, refused as ``load(path:)`` refuses them (the reading half of it).
+    public func read(path: String) throws(ConfigurationError) -> [UInt8] {
         do {
-            bytes = try FileSystem.read(path, limit: FileSystem.configurationLimit)
+            return try FileSystem.read(path, limit: FileSystem.configurationLimit)
         } catch {
             let reason =
                 error.errno == ENOENT && FileSystem.isSymbolicLink(path)
@@ -25,7 +29,6 @@ public struct ConfigurationLoader<Configuration: ValidatedConfiguration>: Sendab
                 : error.reason
             throw ConfigurationError(file: path, keyPath: "", reason: "cannot read the file: \(reason)", cause: error)
         }
-        return try decode(bytes, file: path)
     }
 
     /// Decodes configuration text; `file` names it in errors.

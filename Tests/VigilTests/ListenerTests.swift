@@ -1,5 +1,6 @@
 import Glibc
 import Logging
+import Synchronization
 import Testing
 import Vigil
 import VigilTesting
@@ -64,6 +65,33 @@ struct PortListener: Listener {
             #expect(current() == 9000)
         }
         #expect(log.values == ["prepare 9000", "commit 9000", "prepare 80", "abort"])
+    }
+
+    /// Checked against a switch the test flips: validation that depends on more than the bytes.
+    struct Switched: ValidatedConfiguration {
+        static let refuse = Mutex(false)
+        static let defaultConfiguration = Switched(port: 1)
+        var port: Int
+
+        func validate() throws(InvalidValue) {
+            if Self.refuse.withLock({ $0 }) { throw InvalidValue(["port"], "refused by the test") }
+        }
+    }
+
+    /// An unchanged file is not decoded again, but it is read and validated every time: an
+    /// edit of the same length is seen, and a validation that now fails names the key.
+    @Test func everyLoadReadsAndValidatesTheFile() throws {
+        let path = temporaryDirectory() + "/switched.json"
+        writeFile(path, "{\n  \"port\": 8000\n}")
+        let listener = ConfigurationListener<Switched>(source: .file(path, required: true))
+        #expect(try listener.load().port == 8000)
+        #expect(try listener.load().port == 8000)
+        writeFile(path, "{\n  \"port\": 9000\n}")
+        #expect(try listener.load().port == 9000)
+        Switched.refuse.withLock { $0 = true }
+        defer { Switched.refuse.withLock { $0 = false } }
+        let error = #expect(throws: ConfigurationError.self) { try listener.load() }
+        #expect(error?.description == "\(path):2:11: port: refused by the test")
     }
 
     @Test func aMissingOptionalFileMeansTheEmbeddedDefault() throws {
