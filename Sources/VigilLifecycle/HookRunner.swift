@@ -41,6 +41,14 @@ struct HookSequence<Step: Sendable, Value: Sendable>: Sendable {
     var count: Int { steps.count }
 }
 
+/// The instant hook deadlines count from: ``hookClock()`` is time since then.
+private let hookClockEpoch = ContinuousClock.now
+
+/// Now, on `ContinuousClock`, as the time since ``hookClockEpoch``. A walk's state holds
+/// instants as `Duration`s (a frozen type) rather than `ContinuousClock.Instant` (a resilient
+/// one, reached only through the runtime's value witnesses): its lock is taken once per hook.
+private func hookClock() -> Duration { hookClockEpoch.duration(to: .now) }
+
 /// A walk over a ``HookSequence`` in one task, called inline one hook after the other.
 ///
 /// The mediator starts the walk with `Task.immediate`: while no hook suspends (most never do)
@@ -64,9 +72,9 @@ private final class HookWalk<Step: Sendable, Value: Sendable>: Sendable {
         /// The hook running, or about to.
         var current: Int
         /// When `current` began, once the walk is watched (the clock is read only then).
-        var began: ContinuousClock.Instant?
+        var began: Duration?
         /// When the watcher wakes next.
-        var wake: ContinuousClock.Instant?
+        var wake: Duration?
         /// The hook that already asked for more time.
         var extended: Int?
         var watcher: Task<Void, Never>?
@@ -88,13 +96,15 @@ private final class HookWalk<Step: Sendable, Value: Sendable>: Sendable {
     /// Calls the hooks from `first` on, until one says stop, the last returned, or the walk
     /// is abandoned.
     func walk(from first: Int) async {
+        // Read once: the loop would otherwise copy the sequence's closures out on every hook.
+        let (steps, hook, timed, settlesReturns) = (hooks.steps, hooks.hook, hooks.timed, hooks.settlesReturns)
         var index = first
-        while index < hooks.count {
-            let step = hooks.steps[index]
-            let began = hooks.timed ? ContinuousClock.now : nil
+        while index < steps.count {
+            let step = steps[index]
+            let began = timed ? hookClock() : nil
             let outcome: HookOutcome<Value>
             do {
-                outcome = .returned(try await hooks.hook(step))
+                outcome = .returned(try await hook(step))
             } catch {
                 outcome = .threw(error)
             }
@@ -103,15 +113,15 @@ private final class HookWalk<Step: Sendable, Value: Sendable>: Sendable {
                 guard state.end == nil else { return (true, false) }
                 state.current = next
                 guard state.began != nil else { return (false, false) }
-                state.began = .now
+                state.began = hookClock()
                 return (false, true)
             }
             // Abandoned: the watcher settled this hook already; the mediator went on without us.
             if abandoned { return }
-            if watched, next < hooks.count { nextHookBegins(next) }
+            if watched, next < steps.count { nextHookBegins(next) }
             index = next
-            if hooks.settlesReturns || began != nil || !outcome.returned {
-                if !hooks.settle(step, outcome, began.map { .now - $0 }) { break }
+            if settlesReturns || began != nil || !outcome.returned {
+                if !hooks.settle(step, outcome, began.map { hookClock() - $0 }) { break }
             }
         }
         let stoppedAt = index
@@ -132,7 +142,7 @@ private final class HookWalk<Step: Sendable, Value: Sendable>: Sendable {
     func startWatching() {
         let watching = state.withLock { state -> Bool in
             guard state.end == nil else { return false }
-            state.began = .now
+            state.began = hookClock()
             return true
         }
         if watching { restartWatcher() }
@@ -191,7 +201,7 @@ private final class HookWalk<Step: Sendable, Value: Sendable>: Sendable {
     /// cancelled; asks for more time (`EXTEND_TIMEOUT_USEC=`) once per slow hook.
     private func watch() async {
         while true {
-            let now = ContinuousClock.now
+            let now = hookClock()
             let next = state.withLock { state -> WatchStep in
                 guard state.end == nil, let began = state.began, state.current < hooks.count else { return .stop }
                 let budget = hooks.budget(hooks.steps[state.current])
