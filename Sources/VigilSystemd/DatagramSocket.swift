@@ -81,6 +81,35 @@ package final class DatagramSocket: Sendable {
         }
     }
 
+    /// Connects the socket to its address, so that ``sendConnected(_:)`` goes to it without the
+    /// kernel looking the path up again on every datagram; returns 0, or the errno (`ENOENT`,
+    /// `ECONNREFUSED`: nobody listens). Connecting again re-targets it (the peer's socket was
+    /// made anew). The corresponding C function is `connect(2)`.
+    package func connect() -> Int32 {
+        var address = self.address
+        let result = withUnsafePointer(to: &address.storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                systemConnect(descriptor, $0, address.length)
+            }
+        }
+        return result == 0 ? 0 : errno
+    }
+
+    /// Sends `bytes` as one datagram to the address ``connect()`` connected to. The
+    /// corresponding C function is `send(2)` with `MSG_DONTWAIT | MSG_NOSIGNAL`.
+    package func sendConnected(_ bytes: UnsafeRawBufferPointer) -> Outcome {
+        while true {
+            if systemSend(descriptor, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT)) >= 0 {
+                return .sent
+            }
+            switch errno {
+            case EINTR: continue
+            case EAGAIN, EWOULDBLOCK, ENOBUFS: return .wouldBlock
+            case let code: return .failed(code)
+            }
+        }
+    }
+
     /// Sends the UTF-8 of `text` as one datagram (see ``send(_:blocking:)``).
     package func send(_ text: String, blocking: Bool = false) -> Outcome {
         var text = text
@@ -135,4 +164,13 @@ package final class DatagramSocket: Sendable {
             }
         }
     }
+}
+
+// The C calls whose names DatagramSocket's own methods shadow.
+private func systemConnect(_ descriptor: Int32, _ address: UnsafePointer<sockaddr>, _ length: socklen_t) -> Int32 {
+    connect(descriptor, address, length)
+}
+
+private func systemSend(_ descriptor: Int32, _ bytes: UnsafeRawPointer?, _ count: Int, _ flags: Int32) -> Int {
+    send(descriptor, bytes, count, flags)
 }

@@ -25,7 +25,12 @@ public enum JournalFieldName {
 
     /// Whether `name` is one of the ``reserved`` fields.
     static func isReserved(_ name: ArraySlice<UInt8>) -> Bool {
-        reservedBytes.contains { $0.elementsEqual(name) }
+        // Every reserved name starts with C, M, P or S.
+        guard let first = name.first,
+            first == UInt8(ascii: "C") || first == UInt8(ascii: "M") || first == UInt8(ascii: "P")
+                || first == UInt8(ascii: "S")
+        else { return false }
+        return reservedBytes.contains { $0.elementsEqual(name) }
     }
 
     /// Rules 1–3 for one key.

@@ -121,6 +121,12 @@ package enum JournalEntry {
         /// Where the metadata fields start (names there must be unique; the standard fields
         /// before are checked against ``JournalFieldName/reserved``).
         private var metadataStart = 0
+        /// Whether every metadata field so far is named by its key as it is (a key already in
+        /// journald's form, neither nested nor renamed): distinct dictionary keys then give
+        /// distinct names, and a new name needs checking against the reserved names only.
+        private var verbatimSoFar = true
+        /// Whether the name written last is its key as it is.
+        private var lastNameVerbatim = false
 
         init() {
             payload.reserveCapacity(512)
@@ -175,6 +181,7 @@ package enum JournalEntry {
         /// Marks where the metadata fields begin.
         mutating func startMetadata() {
             metadataStart = payload.count
+            verbatimSoFar = true
         }
 
         /// Appends the sanitised name for metadata `key` (``JournalFieldName``), as `PARENT_KEY`
@@ -188,14 +195,17 @@ package enum JournalEntry {
                 if payload.count - start > JournalFieldName.maximumLength {
                     payload.removeLast(payload.count - start - JournalFieldName.maximumLength)
                 }
+                lastNameVerbatim = false
             } else {
                 JournalFieldName.appendSanitized(key, to: &payload)
+                lastNameVerbatim = payload[start...].elementsEqual(key.utf8)
             }
             return start
         }
 
         /// Removes the name from `start` on and returns it: the prefix of nested names.
         mutating func takeName(from start: Int) -> [UInt8] {
+            verbatimSoFar = false
             defer { payload.removeLast(payload.count - start) }
             return Array(payload[start...])
         }
@@ -203,7 +213,13 @@ package enum JournalEntry {
         /// Makes the name from `start` unique: `NAME`, or `NAME_2`, `NAME_3`… when a field of
         /// that name is already there or ``JournalFieldName/reserved``.
         mutating func makeUnique(nameFrom start: Int) {
-            guard taken(payload[start...]) else { return }
+            if verbatimSoFar && lastNameVerbatim {
+                guard JournalFieldName.isReserved(payload[start...]) else { return }
+            } else if !taken(payload[start...]) {
+                verbatimSoFar = false
+                return
+            }
+            verbatimSoFar = false
             let name = Array(payload[start...])
             let base = name.prefix(JournalFieldName.maximumLength - 3)
             var suffix: UInt = 2

@@ -38,7 +38,14 @@ package final class JournalSocket: Sendable {
     }
 
     private let socket: DatagramSocket?
-    private let dropped = Mutex(0)
+    private let state = Mutex(State())
+
+    private struct State {
+        /// Entries dropped since the last report.
+        var dropped = 0
+        /// Whether the socket is connected to journald's (see ``send(_:report:)``).
+        var connected = false
+    }
 
     /// A connection to the native socket at `path` (tests pass their own).
     package init(path: String) {
@@ -47,28 +54,44 @@ package final class JournalSocket: Sendable {
     }
 
     /// Entries dropped since the last report.
-    package var droppedCount: Int { dropped.withLock { $0 } }
+    package var droppedCount: Int { state.withLock { $0.dropped } }
 
     /// Sends one entry's payload. When entries were dropped before, first sends `report(n)`'s
     /// payload; if journald cannot take that, the entry is dropped and counted too, so the
     /// report always comes before anything sent after a loss.
+    ///
+    /// The socket is connected to journald's, so the kernel does not look the path up for every
+    /// entry; when the peer is gone (journald's socket was made anew) it connects again, and
+    /// while it cannot connect, entries go to the path as they did before (and fail as the send
+    /// says).
     package func send(_ payload: [UInt8], report: (Int) -> [UInt8]) -> Outcome {
         guard let socket else { return .failed(EINVAL) }
-        return dropped.withLock { dropped in
-            if dropped > 0 {
-                let outcome = report(dropped).withUnsafeBytes { socket.send($0) }
+        return state.withLock { state in
+            if !state.connected { state.connected = socket.connect() == 0 }
+            func send(_ bytes: UnsafeRawBufferPointer) -> DatagramSocket.Outcome {
+                guard state.connected else { return socket.send(bytes) }
+                let outcome = socket.sendConnected(bytes)
                 switch outcome {
-                case .sent: dropped = 0
+                case .failed(ECONNREFUSED), .failed(ENOTCONN), .failed(ECONNRESET):
+                    state.connected = socket.connect() == 0
+                    return state.connected ? socket.sendConnected(bytes) : socket.send(bytes)
+                default: return outcome
+                }
+            }
+            if state.dropped > 0 {
+                let outcome = report(state.dropped).withUnsafeBytes { send($0) }
+                switch outcome {
+                case .sent: state.dropped = 0
                 case .wouldBlock, .failed(EMSGSIZE):
-                    dropped += 1
+                    state.dropped += 1
                     return .dropped
                 case .failed(let code): return .failed(code)
                 }
             }
-            switch payload.withUnsafeBytes({ socket.send($0) }) {
+            switch payload.withUnsafeBytes({ send($0) }) {
             case .sent: return .sent
             case .wouldBlock, .failed(EMSGSIZE):
-                dropped += 1
+                state.dropped += 1
                 return .dropped
             case .failed(let code): return .failed(code)
             }
