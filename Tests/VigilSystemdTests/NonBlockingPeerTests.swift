@@ -8,7 +8,7 @@ import VigilTesting
 /// systemd, as their queues see it.
 private final class StalledPeer {
     let path: String
-    let descriptor: Int32
+    private(set) var descriptor: Int32
     private let directory: String
 
     init() throws {
@@ -22,6 +22,14 @@ private final class StalledPeer {
         close(descriptor)
         unlink(path)
         rmdir(directory)
+    }
+
+    /// Closes the socket and binds a new one at the same path: journald restarted without its
+    /// socket unit, as the sender sees it (a connected socket's peer is gone).
+    func remake() throws {
+        close(descriptor)
+        unlink(path)
+        descriptor = try UnixDatagramSocket.bind(path: path)
     }
 
     /// Everything queued so far, without waiting.
@@ -139,6 +147,33 @@ private func nativeFields(_ bytes: [UInt8]) -> [String: String] {
         let fields = nativeFields(try #require(peer.receive()))
         #expect(fields["UNIT"] == "u" && fields["TRACE"] == "t1" && fields["SHARED"] == "call")
         #expect(fields["SHARED_2"] == nil, "one field per merged key")
+    }
+
+    @Test func aJournaldMadeAnewGetsTheNextEntry() throws {
+        let peer = try StalledPeer()
+        let log = logger(JournalSocket(path: peer.path))
+        log.info("before")
+        #expect(nativeFields(try #require(peer.receive()))["MESSAGE"] == "before")
+        try peer.remake()
+        log.info("after")
+        #expect(nativeFields(try #require(peer.receive()))["MESSAGE"] == "after")
+    }
+
+    @Test func keysInJournaldsFormStillYieldToReservedAndEarlierNames() throws {
+        let peer = try StalledPeer()
+        logger(JournalSocket(path: peer.path)).info(
+            "names",
+            metadata: ["MESSAGE": "m", "MESSAGE_2": "m2", "a-b": "x", "A_B": "y", "Z": ["k": "v"], "Z_K": "w"]
+        )
+        let datagram = try #require(peer.receive())
+        let text = String(decoding: datagram, as: UTF8.self)
+        let fields = nativeFields(datagram)
+        #expect(fields["MESSAGE"] == "names")
+        // Sorted by key: "A_B" < "MESSAGE" < "MESSAGE_2" < "Z" < "Z_K" < "a-b".
+        #expect(fields["A_B"] == "y" && fields["A_B_2"] == "x")
+        #expect(fields["MESSAGE_2"] == "m" && fields["MESSAGE_2_2"] == "m2")
+        #expect(fields["Z_K"] == "v" && fields["Z_K_2"] == "w")
+        #expect(text.split(separator: "\n").filter { $0.hasPrefix("MESSAGE=") }.count == 1)
     }
 
     @Test func aFullQueueDropsCountsAndReportsOnceItDrains() throws {
