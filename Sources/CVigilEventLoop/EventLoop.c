@@ -267,14 +267,23 @@ static void arm(uint64_t deadline) {
 }
 
 static void deliver_signals(void) {
-    struct signalfd_siginfo info;
-    while (read(signal_fd, &info, sizeof info) == sizeof info) {
-        int signal = (int)info.ssi_signo;
-        pthread_mutex_lock(&lock);
-        cvigil_signal_callback callback = signal < _NSIG ? callbacks[signal] : NULL;
-        void *context = signal < _NSIG ? contexts[signal] : NULL;
-        pthread_mutex_unlock(&lock);
-        if (callback) callback(signal, context);
+    // Up to 8 pending signals per read; a read that fills fewer slots took all there were (the
+    // descriptor is level-triggered: one that comes after is reported by the next epoll_wait),
+    // so a lone SIGHUP costs one read, not a second one that fails with EAGAIN.
+    struct signalfd_siginfo infos[8];
+    for (;;) {
+        ssize_t got = read(signal_fd, infos, sizeof infos);
+        if (got < (ssize_t)sizeof infos[0]) return;
+        size_t count = (size_t)got / sizeof infos[0];
+        for (size_t index = 0; index < count; index++) {
+            int signal = (int)infos[index].ssi_signo;
+            pthread_mutex_lock(&lock);
+            cvigil_signal_callback callback = signal < _NSIG ? callbacks[signal] : NULL;
+            void *context = signal < _NSIG ? contexts[signal] : NULL;
+            pthread_mutex_unlock(&lock);
+            if (callback) callback(signal, context);
+        }
+        if (count < sizeof infos / sizeof infos[0]) return;
     }
 }
 

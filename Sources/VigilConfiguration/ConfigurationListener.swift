@@ -3,6 +3,10 @@ import Synchronization
 import VigilLifecycle
 import VigilPOSIX
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The key under which the configuration in force is shared: `context.values[CurrentConfiguration<MyConfig>.self]`
 /// (and, during a reload, the proposed one in `reload.proposed`).
 public enum CurrentConfiguration<Configuration: ValidatedConfiguration>: ValueKey {
@@ -66,8 +70,16 @@ public final class ConfigurationListener<Configuration: ValidatedConfiguration>:
         case .embeddedDefault:
             return (Configuration.defaultConfiguration, false)
         case .file(let path, let required):
-            if !required && FileSystem.isAbsent(path) { return (Configuration.defaultConfiguration, false) }
-            return (try load(path: path), true)
+            do {
+                return (try load(path: path), true)
+            } catch {
+                // Absence is asked only after the read failed: a reload of a file that is
+                // there walks its path once (open), not twice (lstat, then open).
+                if !required && error.cause?.errno == ENOENT && FileSystem.isAbsent(path) {
+                    return (Configuration.defaultConfiguration, false)
+                }
+                throw error
+            }
         }
     }
 
