@@ -76,6 +76,8 @@ final class NotifySocket {
 struct CycleSample {
     var start: UInt64
     var reloads: [UInt64]
+    /// Reloads with the configuration file rewritten before each signal.
+    var editedReloads: [UInt64]
     var stop: UInt64
     var memory: Memory
 }
@@ -136,6 +138,23 @@ struct ProcessBenchmarks {
     var idleSeconds: Int
     /// tmpfs, as systemd's `RuntimeDirectory=` is: vigild rewrites its status file there.
     var runtimeDirectory: String
+    /// Two texts of the configuration, both valid, that the edited-file reloads write in turn.
+    var configurationVersions: [String]
+
+    /// Rewrites the configuration in place (truncate and write), as an editor that saves over
+    /// the file does; nothing reads it meanwhile, the daemon reads it after the next SIGHUP.
+    private func rewriteConfiguration(_ text: String) throws {
+        let descriptor = open(configuration, O_WRONLY | O_TRUNC | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            throw BenchmarkError("cannot open \(configuration) to rewrite it: errno \(errno)")
+        }
+        defer { close(descriptor) }
+        var text = text
+        let written = text.withUTF8 { write(descriptor, $0.baseAddress, $0.count) }
+        guard written == text.utf8.count else {
+            throw BenchmarkError("cannot rewrite \(configuration): errno \(errno)")
+        }
+    }
 
     private func environment(socket: NotifySocket, watchdogMicroseconds: UInt64?) -> [String: String] {
         var environment = ["PATH": "/usr/bin:/bin", "NOTIFY_SOCKET": socket.path, "LANG": "C.UTF-8"]
@@ -182,6 +201,17 @@ struct ProcessBenchmarks {
             _ = try socket.await("RELOADING=1", from: daemon.name)
             reloads.append(try socket.await("READY=1", from: daemon.name) - sent)
         }
+        // The same with an edited file: what `systemctl reload` after an edit costs (a daemon
+        // that skips work for unchanged bytes does it all here).
+        var editedReloads: [UInt64] = []
+        for index in 0..<reloadsPerCycle {
+            try rewriteConfiguration(configurationVersions[index % configurationVersions.count])
+            let sent = Monotonic.now()
+            kill(pid, SIGHUP)
+            _ = try socket.await("RELOADING=1", from: daemon.name)
+            editedReloads.append(try socket.await("READY=1", from: daemon.name) - sent)
+        }
+        try rewriteConfiguration(configurationVersions[0])
         let stopSent = Monotonic.now()
         kill(pid, SIGTERM)
         var status: Int32 = 0
@@ -191,7 +221,13 @@ struct ProcessBenchmarks {
         guard status == 0 else {
             throw BenchmarkError("\(daemon.name) exited with wait status \(status); see \(workDirectory)/\(tag).log")
         }
-        return CycleSample(start: ready - began, reloads: reloads, stop: stopped - stopSent, memory: memory)
+        return CycleSample(
+            start: ready - began,
+            reloads: reloads,
+            editedReloads: editedReloads,
+            stop: stopped - stopSent,
+            memory: memory
+        )
     }
 
     /// Wake-ups per second while idle after READY=1, and watchdog pings per second.

@@ -1,4 +1,5 @@
 import BenchmarkSupport
+import VigilTesting
 
 #if canImport(Glibc)
     import Glibc
@@ -43,6 +44,17 @@ struct ProcessReport {
         line.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
     }
 
+    /// The configuration as it is, and the same with one more space before its closing brace:
+    /// both valid, different bytes, the same length give or take one.
+    static func configurationVersions(_ path: String) throws -> [String] {
+        guard let text = TextFile.read(path), let brace = text.lastIndex(of: "}") else {
+            throw BenchmarkError("cannot read the configuration \(path), or it is not a JSON object")
+        }
+        var edited = text
+        edited.insert(" ", at: brace)
+        return [text, edited]
+    }
+
     func run() throws -> String {
         // In the table's column order.
         let daemons = [
@@ -69,7 +81,8 @@ struct ProcessReport {
             cycles: options.cycles,
             reloadsPerCycle: options.reloads,
             idleSeconds: options.idleSeconds,
-            runtimeDirectory: options.runtimeDirectory
+            runtimeDirectory: options.runtimeDirectory,
+            configurationVersions: try Self.configurationVersions(options.configuration)
         )
         // One warm-up cycle each (page cache, first-run directories), then alternate, rotating
         // the order every round so that none always runs first.
@@ -134,6 +147,12 @@ struct ProcessReport {
             budget: 1.5
         )
         timing("Reload round trip p99", 99, { $0.reloads }, budget: nil)
+        timing(
+            "Reload of an edited file (rewritten before each SIGHUP), p50",
+            50,
+            { $0.editedReloads },
+            budget: 1.5
+        )
         timing("Stop: SIGTERM → exit (durable checkpoint, two fsyncs), p50", 50, { [$0.stop] }, budget: 1.5)
 
         let resident = samples.map { Summary($0.map(\.memory.resident)).median }
