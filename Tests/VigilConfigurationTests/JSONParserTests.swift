@@ -232,6 +232,31 @@ import VigilTesting
                 == "1:\(key.count + 8): expected ',' or '}' after the value of \"\(String(repeating: "k", count: 40))…\", found '2'"
         )
     }
+
+    /// Duplicate keys are found wherever they stand: among an object's first members (compared
+    /// in place) and past them (through a set), with the second occurrence's position.
+    @Test(arguments: [(3, 1), (16, 5), (17, 16), (40, 2), (40, 30), (2_000, 1_999)])
+    func aDuplicateKeyIsFoundAtAnyPosition(count: Int, repeated: Int) {
+        let members = (0..<count).map { "\"k\($0)\": \($0)" }.joined(separator: ",")
+        let text = "{\(members),\"k\(repeated)\": 0}"
+        let column = text.utf8.count - "\"k\(repeated)\": 0}".utf8.count + 1
+        #expect(syntaxError(text) == "1:\(column): the key \"k\(repeated)\" appears twice in this object")
+        #expect(syntaxError("{\(members)}") == nil)
+    }
+
+    /// Strings with escapes or non-ASCII text after a plain start keep every byte.
+    @Test func stringsThatLeaveThePlainPathKeepTheirStart() throws {
+        let value = try JSONParser.parse(Array(#"["plain", "ab\"cd", "ab\u00e9", "abé", "", "a\\"]"#.utf8))
+        #expect(
+            elements(value) == [
+                .string("plain"), .string("ab\"cd"), .string("abé"), .string("abé"), .string(""), .string("a\\"),
+            ]
+        )
+        #expect(
+            syntaxError("[\"ab\u{01}c\"]")
+                == "1:5: control character 0x01 inside a string; write it as \\u0001 (or \\t, \\n, \\r)"
+        )
+    }
 }
 
 /// Number conversions in ``JSONValueDecoder``: every out-of-range or inexact number is a failure
@@ -439,5 +464,23 @@ import VigilTesting
             (error as? JSONValueDecoder.Failure)?.message.hasPrefix(#"unknown key "a\#(Wide.count)x" at the top level"#)
                 == true
         }
+    }
+
+    struct Item: Decodable { var name: String }
+
+    /// An unknown key is named in every element of a long array of objects: the asked-keys
+    /// records past the first ones are kept in a dictionary.
+    @Test(arguments: [0, 15, 16, 17, 299])
+    func anUnknownKeyInAnyElementOfALongArray(at bad: Int) throws {
+        let items = (0..<300).map { $0 == bad ? #"{"name": "x", "nmae": 1}"# : #"{"name": "x"}"# }
+        #expect {
+            _ = try decode([Item].self, "[\(items.joined(separator: ","))]")
+        } throws: { error in
+            (error as? JSONValueDecoder.Failure)?.path == ["\(bad)", "nmae"]
+        }
+        #expect(
+            try decode([Item].self, "[\(Array(repeating: #"{"name": "x"}"#, count: 300).joined(separator: ","))]").count
+                == 300
+        )
     }
 }

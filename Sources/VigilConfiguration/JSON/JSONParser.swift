@@ -167,7 +167,8 @@ package struct JSONParser {
         let open = position()
         index += 1
         var members: [JSONValue.Member] = []
-        // A set, not a search of `members`: a search made an object with many keys quadratic.
+        // The first keys are compared in place (cheaper than hashing for a configuration's few);
+        // from the 17th on, through a set: a search of every member made a large object quadratic.
         var keys: Set<String> = []
         while true {
             try skipTrivia()
@@ -183,7 +184,14 @@ package struct JSONParser {
             }
             let keyPosition = position()
             let key = try parseString()
-            guard keys.insert(key).inserted else {
+            let duplicate: Bool
+            if members.count < 16 {
+                duplicate = members.contains { $0.key == key }
+            } else {
+                if keys.isEmpty { keys = Set(members.lazy.map(\.key)) }
+                duplicate = !keys.insert(key).inserted
+            }
+            guard !duplicate else {
                 throw SyntaxError(
                     message: "the key \"\(JSONValue.abbreviated(key))\" appears twice in this object",
                     position: keyPosition
@@ -241,7 +249,18 @@ package struct JSONParser {
     private mutating func parseString() throws(SyntaxError) -> String {
         let open = position()
         index += 1
-        var result: [UInt8] = []
+        // Most strings are plain ASCII with no escape: taken from the input in one piece.
+        let plainStart = index
+        while index < bytes.count, bytes[index] >= 0x20, bytes[index] < 0x80, bytes[index] != UInt8(ascii: "\""),
+            bytes[index] != UInt8(ascii: "\\")
+        {
+            index += 1
+        }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "\"") {
+            index += 1
+            return String(decoding: bytes[plainStart..<index - 1], as: UTF8.self)
+        }
+        var result = Array(bytes[plainStart..<index])
         while true {
             guard index < bytes.count else {
                 throw SyntaxError(message: "the string starting here is never closed with \"", position: open)

@@ -95,20 +95,35 @@ package enum JSONValueDecoder {
             func contains(_ key: String) -> Bool { keys.contains(key) }
         }
 
-        private var asked: [[String]: AskedKeys] = [:]
+        /// The records of the first objects, searched in place (a configuration has a handful of
+        /// objects: hashing each path cost more than comparing it); later ones through a
+        /// dictionary, so that an array of thousands of objects stays linear.
+        private var firstAsked: [(path: [String], keys: AskedKeys)] = []
+        private var moreAsked: [[String]: AskedKeys] = [:]
+        private static let searchedInPlace = 16
+
+        /// The record of the object at `path`, if a container was opened on it.
+        func existingKeys(at path: [String]) -> AskedKeys? {
+            for record in firstAsked where record.path == path { return record.keys }
+            return firstAsked.count < Self.searchedInPlace ? nil : moreAsked[path]
+        }
 
         /// The record of the object at `path`, made when its first container is opened.
         func keys(at path: [String]) -> AskedKeys {
-            if let existing = asked[path] { return existing }
+            if let existing = existingKeys(at: path) { return existing }
             let keys = AskedKeys()
-            asked[path] = keys
+            if firstAsked.count < Self.searchedInPlace {
+                firstAsked.append((path, keys))
+            } else {
+                moreAsked[path] = keys
+            }
             return keys
         }
 
         func checkUnknownKeys(in value: JSONValue, path: [String]) throws {
             switch value.kind {
             case .object(let members):
-                if let record = asked[path], !record.everything {
+                if let record = existingKeys(at: path), !record.everything {
                     // A few keys are searched in place; many (a type with dozens of keys) once
                     // through a set.
                     let known: Set<String>? = record.keys.count > 16 ? Set(record.keys) : nil
@@ -124,13 +139,23 @@ package enum JSONValueDecoder {
                         throw Failure(path: path + [member.key], position: member.keyPosition, message: message)
                     }
                 }
-                for member in members { try checkUnknownKeys(in: member.value, path: path + [member.key]) }
+                // Only objects and arrays can hold keys: a leaf costs no path.
+                for member in members where Self.isContainer(member.value) {
+                    try checkUnknownKeys(in: member.value, path: path + [member.key])
+                }
             case .array(let elements):
-                for (index, element) in elements.enumerated() {
+                for (index, element) in elements.enumerated() where Self.isContainer(element) {
                     try checkUnknownKeys(in: element, path: path + ["\(index)"])
                 }
             default:
                 break
+            }
+        }
+
+        private static func isContainer(_ value: JSONValue) -> Bool {
+            switch value.kind {
+            case .object, .array: true
+            default: false
             }
         }
 
@@ -210,32 +235,33 @@ package enum JSONValueDecoder {
         }
 
         func unbox<T: Decodable>(_ type: T.Type) throws -> T {
-            switch type {
-            case is Bool.Type:
+            // Metatypes compared by identity (a pointer comparison), not `is` casts (a runtime
+            // call each), and the value handed over as the type just proven equal.
+            if type == Bool.self {
                 guard case .bool(let flag) = value.kind else {
                     throw fail("expected true or false, found \(value.summary)")
                 }
-                return flag as! T
-            case is String.Type:
+                return unsafeBitCast(flag, to: T.self)
+            }
+            if type == String.self {
                 guard case .string(let text) = value.kind else {
                     throw fail("expected a string, found \(value.summary)")
                 }
-                return text as! T
-            case is Double.Type: return try floatingPoint(Double.self) as! T
-            case is Float.Type: return try floatingPoint(Float.self) as! T
-            case is Int.Type: return try integer(Int.self) as! T
-            case is Int64.Type: return try integer(Int64.self) as! T
-            case is Int32.Type: return try integer(Int32.self) as! T
-            case is Int16.Type: return try integer(Int16.self) as! T
-            case is Int8.Type: return try integer(Int8.self) as! T
-            case is UInt.Type: return try integer(UInt.self) as! T
-            case is UInt64.Type: return try integer(UInt64.self) as! T
-            case is UInt32.Type: return try integer(UInt32.self) as! T
-            case is UInt16.Type: return try integer(UInt16.self) as! T
-            case is UInt8.Type: return try integer(UInt8.self) as! T
-            default:
-                return try T(from: self)
+                return unsafeBitCast(text, to: T.self)
             }
+            if type == Double.self { return unsafeBitCast(try floatingPoint(Double.self), to: T.self) }
+            if type == Int.self { return unsafeBitCast(try integer(Int.self), to: T.self) }
+            if type == Float.self { return unsafeBitCast(try floatingPoint(Float.self), to: T.self) }
+            if type == Int64.self { return unsafeBitCast(try integer(Int64.self), to: T.self) }
+            if type == Int32.self { return unsafeBitCast(try integer(Int32.self), to: T.self) }
+            if type == Int16.self { return unsafeBitCast(try integer(Int16.self), to: T.self) }
+            if type == Int8.self { return unsafeBitCast(try integer(Int8.self), to: T.self) }
+            if type == UInt.self { return unsafeBitCast(try integer(UInt.self), to: T.self) }
+            if type == UInt64.self { return unsafeBitCast(try integer(UInt64.self), to: T.self) }
+            if type == UInt32.self { return unsafeBitCast(try integer(UInt32.self), to: T.self) }
+            if type == UInt16.self { return unsafeBitCast(try integer(UInt16.self), to: T.self) }
+            if type == UInt8.self { return unsafeBitCast(try integer(UInt8.self), to: T.self) }
+            return try T(from: self)
         }
 
         /// A number as `F`. A text beyond `F`'s range is a failure naming the range, never
