@@ -9,6 +9,14 @@
 # Runs as root in a private mount namespace with a tmpfs on /run: the journal handler and
 # sd_journal_sendv write to /run/systemd/journal/socket, which the benchmark binds as a drain
 # there, so journald (if any) never sees the entries and the figures are the client's cost.
+#
+# The run is pinned to one CPU (the last; VIGIL_BENCHMARK_CPUS=all leaves it unpinned, or names
+# the CPUs for taskset). vigild runs its daemon on one thread (EventLoopExecutor), but these
+# benchmarks cannot install that executor (package-benchmark owns main): on the default
+# executor each event hops between pool threads, and across CPUs each hop is a wake-up by
+# inter-processor interrupt, which on a virtual machine costs microseconds and varies with the
+# host. Pinned, a hop is a switch on one CPU, closer to what vigild does. README "Performance"
+# shows both.
 set -euo pipefail
 benchmarks=$(cd "$(dirname "$0")" && pwd)
 cd "$benchmarks"
@@ -21,7 +29,10 @@ sh ../packaging/build-deps.sh
 swift build -c release --product VigilBenchmarks >&2
 # One run, kept as the baseline "current" (.benchmarkBaselines/, ignored by git), then printed and
 # checked against Thresholds/ without running again.
-unshare --mount --propagation private sh -c '
+cpus=${VIGIL_BENCHMARK_CPUS:-$(($(nproc) - 1))}
+pin=(taskset -c "$cpus")
+if [ "$cpus" = all ]; then pin=(); fi
+"${pin[@]}" unshare --mount --propagation private sh -c '
   mount -t tmpfs -o mode=0755 tmpfs /run && mkdir -p /run/systemd/journal && exec "$@"' sh \
   swift package --disable-sandbox --allow-writing-to-package-directory benchmark baseline update current \
   --no-progress "$@" >&2
