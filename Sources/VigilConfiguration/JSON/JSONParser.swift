@@ -270,7 +270,15 @@ package struct JSONParser {
             case UInt8(ascii: "\""):
                 index += 1
                 // Well-formed by construction: every byte copied was validated as UTF-8.
-                return String(decoding: result, as: UTF8.self)
+                let text = String(decoding: result, as: UTF8.self)
+                guard Self.isStreamSafe(text) else {
+                    throw SyntaxError(
+                        message: "the string starting here has more than \(Self.maximumCombiningRun) combining "
+                            + "marks in a row (Unicode's stream-safe limit; no text needs more)",
+                        position: open
+                    )
+                }
+                return text
             case UInt8(ascii: "\n"):
                 throw SyntaxError(
                     message: "the string starting here is never closed with \" on its line",
@@ -320,6 +328,27 @@ package struct JSONParser {
                 index += 1
             }
         }
+    }
+
+    /// Unicode's stream-safe limit (UAX #15): at most 30 non-starters (combining marks) in a row.
+    package static let maximumCombiningRun = 30
+
+    /// Whether `text` keeps to ``maximumCombiningRun``. Comparing or hashing a string normalises
+    /// it, and a long run of combining marks makes that quadratic: one 64 KiB key of them took
+    /// 0.2 s to hash, a 1 MiB one about a minute, on the thread that parses (a reload's).
+    private static func isStreamSafe(_ text: String) -> Bool {
+        var run = 0
+        for scalar in text.unicodeScalars {
+            if scalar.value < 0x300 {
+                run = 0  // below U+0300 every scalar is a starter
+            } else if scalar.properties.canonicalCombiningClass.rawValue != 0 {
+                run += 1
+                if run > maximumCombiningRun { return false }
+            } else {
+                run = 0
+            }
+        }
+        return true
     }
 
     /// The length of the well-formed UTF-8 sequence (Unicode 15, table 3-7) that starts at
