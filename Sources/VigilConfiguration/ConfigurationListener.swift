@@ -2,10 +2,7 @@ import Logging
 import Synchronization
 import VigilLifecycle
 import VigilPOSIX
-
-#if canImport(Glibc)
-    import Glibc
-#endif
+import VigilPlatform
 
 /// The key under which the configuration in force is shared: `context.values[CurrentConfiguration<MyConfig>.self]`
 /// (and, during a reload, the proposed one in `reload.proposed`).
@@ -109,24 +106,32 @@ public final class ConfigurationListener<Configuration: ValidatedConfiguration>:
     }
 
     public func prepareReload(_ reload: ReloadTransaction, context: ListenerContext) async throws -> ReloadDecision {
-        if case .file(let path, _) = source, fromFile.withLock({ $0.inForce }), FileSystem.isAbsent(path) {
-            return .reject(
-                reason: ConfigurationError(
-                    file: path,
-                    keyPath: "",
-                    reason:
-                        "the file no longer exists; the running configuration stays in force; write {} to run on the defaults"
-                ).description
-            )
-        }
+        // The file is read first and its absence asked only when that fails: a reload of a file
+        // that is there walks its path once (open), not twice (lstat, then open).
+        let inForce = fromFile.withLock { $0.inForce }
         do {
             let (configuration, loadedFromFile) = try loadNoting()
+            if inForce && !loadedFromFile, case .file(let path, _) = source {
+                return .reject(reason: Self.noLongerExists(path))
+            }
             reload.proposed[CurrentConfiguration<Configuration>.self] = configuration
             fromFile.withLock { $0.proposed = loadedFromFile }
             return .accept
         } catch {
+            if inForce, case .file(let path, _) = source, error.cause?.errno == ENOENT, FileSystem.isAbsent(path) {
+                return .reject(reason: Self.noLongerExists(path))
+            }
             return .reject(reason: error.description)
         }
+    }
+
+    private static func noLongerExists(_ path: String) -> String {
+        ConfigurationError(
+            file: path,
+            keyPath: "",
+            reason:
+                "the file no longer exists; the running configuration stays in force; write {} to run on the defaults"
+        ).description
     }
 
     public func commitReload(_ reload: ReloadTransaction, context: ListenerContext) async throws {
