@@ -183,7 +183,7 @@ package struct JSONParser {
                 throw fail("expected a key in double quotes or }, found \(describeCurrent())")
             }
             let keyPosition = position()
-            let key = try parseString()
+            let key = try parseString(isKey: true)
             let duplicate: Bool
             if members.count < 16 {
                 duplicate = members.contains { $0.key == key }
@@ -246,7 +246,9 @@ package struct JSONParser {
         }
     }
 
-    private mutating func parseString() throws(SyntaxError) -> String {
+    /// A string; a key (`isKey`) must also keep to ``maximumCombiningRun``, since keys are
+    /// compared and hashed (values are taken as they are, so that a state file keeps any text).
+    private mutating func parseString(isKey: Bool = false) throws(SyntaxError) -> String {
         let open = position()
         index += 1
         // Most strings are plain ASCII with no escape: taken from the input in one piece.
@@ -271,9 +273,9 @@ package struct JSONParser {
                 index += 1
                 // Well-formed by construction: every byte copied was validated as UTF-8.
                 let text = String(decoding: result, as: UTF8.self)
-                guard Self.isStreamSafe(text) else {
+                guard !isKey || Self.isStreamSafe(text) else {
                     throw SyntaxError(
-                        message: "the string starting here has more than \(Self.maximumCombiningRun) combining "
+                        message: "the key starting here has more than \(Self.maximumCombiningRun) combining "
                             + "marks in a row (Unicode's stream-safe limit; no text needs more)",
                         position: open
                     )
