@@ -114,12 +114,26 @@ public struct InvalidValue: Error, Hashable, Sendable {
 /// Keys left out of a file take their defaults: decode them with `decodeIfPresent`
 /// (``Swift/KeyedDecodingContainer/decode(_:forKey:default:)`` does it in one call). Keys the
 /// type never asks for are errors, so typos do not go unnoticed.
+///
+/// A reload re-reads the file every time but, by default, decodes it only when its bytes
+/// changed (``validate()`` runs every time): decoding is most of a reload's work, and a
+/// configuration is usually its file's bytes and nothing else. A type whose `init(from:)` reads
+/// anything else (an environment variable, a file a key names, the clock) returns `false` from
+/// ``decodesFromTheFileAlone``, and is decoded on every reload.
 public protocol ValidatedConfiguration: Decodable, Sendable, Equatable {
     /// The configuration used when there is no file.
     static var defaultConfiguration: Self { get }
 
+    /// Whether decoding depends on nothing but the file's bytes, so that a reload of an
+    /// unchanged file may keep the value decoded before; `true` unless the type says otherwise.
+    static var decodesFromTheFileAlone: Bool { get }
+
     /// Throws ``InvalidValue`` naming the first key whose value is not acceptable.
     func validate() throws(InvalidValue)
+}
+
+extension ValidatedConfiguration {
+    public static var decodesFromTheFileAlone: Bool { true }
 }
 
 extension KeyedDecodingContainer {

@@ -82,16 +82,19 @@ public final class ConfigurationListener<Configuration: ValidatedConfiguration>:
 
     /// Reads the file every time; decodes it only when its bytes differ from the last ones
     /// decoded (a reload of an unchanged file, as after log rotation, skips parsing and
-    /// decoding: most of a reload's work). Decoding depends on nothing but the bytes;
-    /// validation runs every time, and a failure takes the full path, which names the key,
+    /// decoding: most of a reload's work) and the type says its decoding depends on nothing
+    /// but the bytes (``ValidatedConfiguration/decodesFromTheFileAlone``); validation runs
+    /// every time, and a failure takes the full path, which names the key,
     /// line and column.
     private func load(path: String) throws(ConfigurationError) -> Configuration {
         let bytes = try loader.read(path: path)
-        if let last = lastDecoded.withLock({ $0 }), last.bytes == bytes, (try? last.configuration.validate()) != nil {
+        if Configuration.decodesFromTheFileAlone, let last = lastDecoded.withLock({ $0 }), last.bytes == bytes,
+            (try? last.configuration.validate()) != nil
+        {
             return last.configuration
         }
         let configuration = try loader.decode(bytes, file: path)
-        lastDecoded.withLock { $0 = (bytes, configuration) }
+        if Configuration.decodesFromTheFileAlone { lastDecoded.withLock { $0 = (bytes, configuration) } }
         return configuration
     }
 

@@ -35,7 +35,7 @@ public struct ConfigurationLoader<Configuration: ValidatedConfiguration>: Sendab
     public func decode(_ bytes: [UInt8], file: String) throws(ConfigurationError) -> Configuration {
         let root: JSONValue
         do {
-            root = try JSONParser.parse(bytes)
+            root = try JSONParser.parse(bytes, streamSafety: .keysAndValues)
         } catch {
             throw ConfigurationError(
                 file: file,

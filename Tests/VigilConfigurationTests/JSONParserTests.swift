@@ -268,6 +268,23 @@ import VigilTesting
         #expect(syntaxError(#"{"a\#(marks(1 << 20))": 1}"#)?.hasPrefix("1:2: \(limit)") == true)
     }
 
+    /// A configuration's values are compared by its `validate()`: with `.keysAndValues` they
+    /// keep to the limit too, and the error points at the string.
+    @Test func valuesBeyondTheStreamSafeLimitAreRefusedWhenAsked() throws {
+        let marks = String(repeating: "\u{301}", count: 31)
+        let text = Array("{\n  \"level\": \"i\(marks)\"\n}".utf8)
+        #expect(throws: Never.self) { try JSONParser.parse(text) }
+        let error = #expect(throws: JSONParser.SyntaxError.self) {
+            try JSONParser.parse(text, streamSafety: .keysAndValues)
+        }
+        #expect(error?.description.hasPrefix("line 2, column 12: the string starting here has more than 30") == true)
+        let fine = try JSONParser.parse(
+            Array(#"["e\#(String(repeating: "\u{301}", count: 30))"]"#.utf8),
+            streamSafety: .keysAndValues
+        )
+        #expect(elements(fine)?.count == 1)
+    }
+
     /// Strings with escapes or non-ASCII text after a plain start keep every byte.
     @Test func stringsThatLeaveThePlainPathKeepTheirStart() throws {
         let value = try JSONParser.parse(Array(#"["plain", "ab\"cd", "ab\u00e9", "abé", "", "a\\"]"#.utf8))

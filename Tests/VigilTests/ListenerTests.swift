@@ -94,6 +94,54 @@ struct PortListener: Listener {
         #expect(error?.description == "\(path):2:11: port: refused by the test")
     }
 
+    /// Decoded from the file and a value outside it (a secret file, say), so it says its
+    /// decoding depends on more than the bytes.
+    struct WithOutsideValue: ValidatedConfiguration {
+        static let outside = Mutex(0)
+        static let decodesFromTheFileAlone = false
+        static let defaultConfiguration = WithOutsideValue(port: 1, outside: 0)
+        var port: Int
+        var outside: Int
+
+        init(port: Int, outside: Int) {
+            self.port = port
+            self.outside = outside
+        }
+
+        enum CodingKeys: String, CodingKey { case port }
+        init(from decoder: any Decoder) throws {
+            port = try decoder.container(keyedBy: CodingKeys.self).decode(Int.self, forKey: .port)
+            outside = Self.outside.withLock { $0 }
+        }
+
+        func validate() throws(InvalidValue) {}
+    }
+
+    /// A type that reads more than the file is decoded on every load, even of unchanged bytes.
+    @Test func aTypeThatReadsMoreThanTheFileIsDecodedEveryTime() throws {
+        let path = temporaryDirectory() + "/outside.json"
+        writeFile(path, "{ \"port\": 8000 }")
+        let listener = ConfigurationListener<WithOutsideValue>(source: .file(path, required: true))
+        WithOutsideValue.outside.withLock { $0 = 1 }
+        #expect(try listener.load() == WithOutsideValue(port: 8000, outside: 1))
+        WithOutsideValue.outside.withLock { $0 = 2 }
+        #expect(try listener.load() == WithOutsideValue(port: 8000, outside: 2), "the file is the same")
+    }
+
+    /// A configuration's values keep to the stream-safe limit (its `validate()` compares them,
+    /// and comparing a long run of combining marks is quadratic): the error names the place.
+    @Test func aValueWithALongRunOfCombiningMarksIsRefused() throws {
+        let path = temporaryDirectory() + "/sample.json"
+        writeFile(path, "{\n  \"name\": \"a\(String(repeating: "\u{316}\u{301}", count: 1 << 15))\"\n}")
+        let listener = ConfigurationListener<SampleConfiguration>(source: .file(path, required: true))
+        let error = #expect(throws: ConfigurationError.self) { try listener.load() }
+        #expect(
+            error?.description
+                == "\(path):2:11: not valid JSON: the string starting here has more than 30 combining marks in a row "
+                + "(Unicode's stream-safe limit; no text needs more)"
+        )
+    }
+
     @Test func aMissingOptionalFileMeansTheEmbeddedDefault() throws {
         let listener = ConfigurationListener<SampleConfiguration>(
             source: .file(temporaryDirectory() + "/sample.json", required: false)

@@ -25,7 +25,16 @@ package struct JSONParser {
     /// level is a recursive call, so an unlimited depth would let `[[[[…` overflow the stack).
     package static let maximumDepth = 256
 
+    /// Which strings must keep to ``maximumCombiningRun``.
+    package enum StreamSafety: Sendable {
+        /// Keys only: a state file keeps any text in its values.
+        case keys
+        /// Keys and values: a configuration, whose values a `validate()` compares.
+        case keysAndValues
+    }
+
     private let bytes: [UInt8]
+    private let streamSafety: StreamSafety
     private var index = 0
     private var line = 1
     private var lineStart = 0
@@ -35,11 +44,18 @@ package struct JSONParser {
     private var columnIndex = 0
     private var column = 1
 
-    private init(_ bytes: [UInt8]) { self.bytes = bytes }
+    private init(_ bytes: [UInt8], streamSafety: StreamSafety) {
+        self.bytes = bytes
+        self.streamSafety = streamSafety
+    }
 
-    /// Parses one complete document.
-    package static func parse(_ bytes: [UInt8]) throws(SyntaxError) -> JSONValue {
-        var parser = JSONParser(bytes)
+    /// Parses one complete document. Keys, and values too with `.keysAndValues`, must keep to
+    /// ``maximumCombiningRun``.
+    package static func parse(
+        _ bytes: [UInt8],
+        streamSafety: StreamSafety = .keys
+    ) throws(SyntaxError) -> JSONValue {
+        var parser = JSONParser(bytes, streamSafety: streamSafety)
         // A UTF-8 byte order mark is tolerated.
         if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { parser.index = 3; parser.lineStart = 3 }
         try parser.skipTrivia()
@@ -246,8 +262,10 @@ package struct JSONParser {
         }
     }
 
-    /// A string; a key (`isKey`) must also keep to ``maximumCombiningRun``, since keys are
-    /// compared and hashed (values are taken as they are, so that a state file keeps any text).
+    /// A string; a key (`isKey`), and a value when ``streamSafety`` says so, must also keep to
+    /// ``maximumCombiningRun``, since keys are compared and hashed, and a configuration's values
+    /// compared by its `validate()` (a state file's values are taken as they are, so that it
+    /// keeps any text).
     private mutating func parseString(isKey: Bool = false) throws(SyntaxError) -> String {
         let open = position()
         index += 1
@@ -273,9 +291,10 @@ package struct JSONParser {
                 index += 1
                 // Well-formed by construction: every byte copied was validated as UTF-8.
                 let text = String(decoding: result, as: UTF8.self)
-                guard !isKey || Self.isStreamSafe(text) else {
+                guard !(isKey || streamSafety == .keysAndValues) || Self.isStreamSafe(text) else {
                     throw SyntaxError(
-                        message: "the key starting here has more than \(Self.maximumCombiningRun) combining "
+                        message: "the \(isKey ? "key" : "string") starting here has more than "
+                            + "\(Self.maximumCombiningRun) combining "
                             + "marks in a row (Unicode's stream-safe limit; no text needs more)",
                         position: open
                     )
@@ -338,7 +357,7 @@ package struct JSONParser {
     /// Whether `text` keeps to ``maximumCombiningRun``. Comparing or hashing a string normalises
     /// it, and a long run of combining marks makes that quadratic: one 64 KiB key of them took
     /// 0.2 s to hash, a 1 MiB one about a minute, on the thread that parses (a reload's).
-    private static func isStreamSafe(_ text: String) -> Bool {
+    package static func isStreamSafe(_ text: String) -> Bool {
         var run = 0
         for scalar in text.unicodeScalars {
             if scalar.value < 0x300 {
