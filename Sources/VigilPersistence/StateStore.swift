@@ -90,6 +90,17 @@ public final class StateStore: Sendable {
         }
     }
 
+    /// A key ``StateStore/set(_:forKey:)`` cannot store: `formatVersion` (the file's own), or
+    /// one the file's reader would refuse.
+    public struct InvalidKey: Error, Hashable, Sendable, CustomStringConvertible {
+        /// The key, as given.
+        public var key: String
+        /// Why it cannot be stored.
+        public var reason: String
+
+        public var description: String { "cannot store the key \(DisplayText.quoted(key, limit: 16)): \(reason)" }
+    }
+
     /// A stored value that its listener cannot use: it does not decode as the listener's type,
     /// or the listener's validation rejects it.
     public struct InvalidEntry: Error, Hashable, Sendable, CustomStringConvertible {
@@ -293,8 +304,22 @@ public final class StateStore: Sendable {
     }
 
     /// Stores `value` under `key`; it reaches the file at the next checkpoint.
+    ///
+    /// - Throws: ``InvalidKey`` for `formatVersion` or a key (here or inside `value`) with more
+    ///   than 30 combining marks in a row, which the file's reader refuses (comparing or hashing
+    ///   one takes quadratic time); an error naming the key path for a value JSON cannot hold
+    ///   (infinity, NaN), or the value's own encoding error. Nothing is stored then, and what was stored before stays.
     public func set<T: Encodable>(_ value: T, forKey key: String) throws {
-        precondition(key != "formatVersion", "formatVersion is reserved")
+        guard key != "formatVersion" else {
+            throw InvalidKey(key: key, reason: "formatVersion is the state file's own key; choose another")
+        }
+        guard JSONParser.isStreamSafe(key) else {
+            throw InvalidKey(
+                key: key,
+                reason: "it has more than \(JSONParser.maximumCombiningRun) combining marks in a row "
+                    + "(Unicode's stream-safe limit), which the state file's reader refuses"
+            )
+        }
         let encoded = try JSONValueEncoder.encode(value)
         storage.withLock { storage in
             if let index = storage.entries.firstIndex(where: { $0.key == key }) {

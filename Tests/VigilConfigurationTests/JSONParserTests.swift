@@ -440,6 +440,48 @@ import VigilTesting
         #expect(throws: JSONValueEncoder.Failure.self) { try JSONValueEncoder.encode([Float.infinity]) }
     }
 
+    /// The state file's reader refuses a key beyond the stream-safe limit, so the encoder never
+    /// writes one: a file it wrote always reads back.
+    @Test func keysTheReaderWouldRefuseAreNotEncoded() {
+        let key = "e" + String(repeating: "\u{301}", count: 31)
+        let error = #expect(throws: JSONValueEncoder.Failure.self) {
+            try JSONValueEncoder.encode(["clients": [key: 1]])
+        }
+        #expect(error?.description.contains("more than 30 combining marks in a row") == true)
+        #expect(throws: Never.self) { try JSONValueEncoder.encode(["e" + String(repeating: "\u{301}", count: 30): 1]) }
+    }
+
+    /// Past 16 members a key is found through an index: a large dictionary encodes in linear
+    /// time, every entry kept; a key encoded again replaces its value in place.
+    @Test func largeObjectsKeepEveryMemberAndALaterWriteWins() throws {
+        struct Repeating: Encodable {
+            struct Key: CodingKey {
+                var stringValue: String
+                var intValue: Int? { nil }
+                init(stringValue: String) { self.stringValue = stringValue }
+                init?(intValue: Int) { nil }
+            }
+            func encode(to encoder: any Encoder) throws {
+                var container = encoder.container(keyedBy: Key.self)
+                for index in 0..<40 { try container.encode(index, forKey: Key(stringValue: "k\(index)")) }
+                try container.encode(-1, forKey: Key(stringValue: "k3"))
+                try container.encode(-2, forKey: Key(stringValue: "k30"))
+            }
+        }
+        let text = JSONWriter.write(try JSONValueEncoder.encode(Repeating()), pretty: false)
+        var expected = (0..<40).map { #""k\#($0)":\#($0)"# }
+        expected[3] = #""k3":-1"#
+        expected[30] = #""k30":-2"#
+        #expect(text == "{" + expected.joined(separator: ",") + "}")
+        let large = Dictionary(uniqueKeysWithValues: (0..<20_000).map { ("key\($0)", $0) })
+        guard case .object(let members) = try JSONValueEncoder.encode(large).kind else {
+            Issue.record("not an object")
+            return
+        }
+        #expect(members.count == 20_000)
+        #expect(Set(members.map(\.key)) == Set(large.keys))
+    }
+
     @Test func finiteNumbersRoundTrip() throws {
         let numbers: [Double] = [
             0, -0.0, 1, -1.5, 1e-7, 1e20, 1e300, .greatestFiniteMagnitude, .leastNonzeroMagnitude, 123456789.125,

@@ -48,6 +48,26 @@ import VigilTesting
         #expect(readFile(path) == "{ \"formatVersion\": 99 }", "left untouched")
     }
 
+    /// A key the file's reader would refuse is refused when stored, so a checkpoint never writes
+    /// a file that the next start would set aside with every other key in it.
+    @Test func keysTheFileCannotHoldAreRefusedWhenStored() throws {
+        let path = temporaryDirectory() + "/state.json"
+        let store = try StateStore(path: path)
+        try store.set(Counter(count: 1), forKey: "heartbeat")
+        let hostile = "e" + String(repeating: "\u{301}", count: 31)
+        let inside = #expect(throws: (any Error).self) { try store.set([hostile: 1], forKey: "clients") }
+        #expect("\(inside.map { String(describing: $0) } ?? "")".contains("30 combining marks") == true)
+        let outside = #expect(throws: StateStore.InvalidKey.self) { try store.set(1, forKey: hostile) }
+        #expect(outside?.description.contains("30 combining marks") == true)
+        let reserved = #expect(throws: StateStore.InvalidKey.self) { try store.set(2, forKey: "formatVersion") }
+        #expect(reserved?.description.contains("formatVersion is the state file's own key") == true)
+        #expect(try store.checkpoint())
+        let reopened = try StateStore(path: path)
+        #expect(reopened.restored.movedAside == nil)
+        #expect(try reopened.value(Counter.self, forKey: "heartbeat") == Counter(count: 1), "what was stored stays")
+        #expect(try reopened.value([String: Int].self, forKey: "clients") == nil)
+    }
+
     @Test func leftoverTemporaryFilesAreRemoved() throws {
         let path = temporaryDirectory() + "/state.json"
         writeFile(path + ".tmp", "half a checkp")

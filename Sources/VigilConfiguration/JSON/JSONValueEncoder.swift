@@ -20,12 +20,32 @@ package enum JSONValueEncoder {
             case value(JSONValue.Kind)
         }
         var content = Content.empty
+        /// Where each key is in the members, once an object has more than
+        /// ``linearSearchLimit`` of them (a dictionary with many entries, say): looking keys up
+        /// by comparison would make encoding it quadratic.
+        private var memberIndex: [String: Int] = [:]
+        private static let linearSearchLimit = 16
 
         func value() throws -> JSONValue {
             switch content {
             case .empty: return JSONValue(.object([]))
             case .object(let members):
-                return JSONValue(.object(try members.map { .init(key: $0.0, value: try $0.1.value()) }))
+                return JSONValue(
+                    .object(
+                        try members.map { key, node in
+                            // The parser refuses such a key (comparing or hashing it is quadratic),
+                            // so a file holding one could not be read back.
+                            guard JSONParser.isStreamSafe(key) else {
+                                throw Failure(
+                                    description: "cannot store the key \(DisplayText.quoted(key, limit: 16)): "
+                                        + "it has more than \(JSONParser.maximumCombiningRun) combining marks in a "
+                                        + "row (Unicode's stream-safe limit), which a JSON file of Vigil's may not hold"
+                                )
+                            }
+                            return .init(key: key, value: try node.value())
+                        }
+                    )
+                )
             case .array(let elements): return JSONValue(.array(try elements.map { try $0.value() }))
             case .value(let kind): return JSONValue(kind)
             }
@@ -34,16 +54,25 @@ package enum JSONValueEncoder {
         func member(_ key: String) -> Node {
             var members: [(String, Node)] = []
             if case .object(let existing) = content { members = existing }
-            if let found = members.first(where: { $0.0 == key }) { return found.1 }
+            // Leaves `members` the only reference, so appending to it copies nothing.
+            content = .empty
+            defer { content = .object(members) }
+            if members.count <= Self.linearSearchLimit {
+                if let found = members.first(where: { $0.0 == key }) { return found.1 }
+            } else {
+                // Keys are unique in `members`: the index holds the first `memberIndex.count`.
+                for position in memberIndex.count..<members.count { memberIndex[members[position].0] = position }
+                if let position = memberIndex[key] { return members[position].1 }
+            }
             let node = Node()
             members.append((key, node))
-            content = .object(members)
             return node
         }
 
         func appendElement() -> Node {
             var elements: [Node] = []
             if case .array(let existing) = content { elements = existing }
+            content = .empty  // as in member(_:): no copy per element
             let node = Node()
             elements.append(node)
             content = .array(elements)
