@@ -37,21 +37,41 @@ package final class JournalSocket: Sendable {
         case failed(Int32)
     }
 
-    private let socket: DatagramSocket?
-    private let state = Mutex(State())
+    private let path: String
+    private let state: Mutex<State>
 
     private struct State {
+        /// The socket; replaced when journald's was made anew while the old one was held open.
+        var socket: DatagramSocket?
         /// Entries dropped since the last report.
         var dropped = 0
         /// Whether the socket is connected to journald's (see ``send(_:report:)``).
         var connected = false
+        /// The device and inode of the socket file at the path when it connected.
+        var peer: FileIdentity?
+    }
+
+    private struct FileIdentity: Equatable {
+        var device: UInt64
+        var inode: UInt64
+
+        /// The identity of what `path` names (following links, as `connect` does), or `nil`.
+        init?(_ path: String) {
+            var info = stat()
+            guard stat(path, &info) == 0 else { return nil }
+            device = UInt64(info.st_dev)
+            inode = UInt64(info.st_ino)
+        }
     }
 
     /// A connection to the native socket at `path` (tests pass their own).
     package init(path: String) {
-        // 8 MiB, as libsystemd asks for: the kernel caps it at net.core.wmem_max.
-        socket = DatagramSocket(address: path, sendBuffer: 8 << 20)
+        self.path = path
+        state = Mutex(State(socket: Self.open(path)))
     }
+
+    /// 8 MiB of send buffer, as libsystemd asks for: the kernel caps it at net.core.wmem_max.
+    private static func open(_ path: String) -> DatagramSocket? { DatagramSocket(address: path, sendBuffer: 8 << 20) }
 
     /// Entries dropped since the last report.
     package var droppedCount: Int { state.withLock { $0.dropped } }
@@ -63,18 +83,32 @@ package final class JournalSocket: Sendable {
     /// The socket is connected to journald's, so the kernel does not look the path up for every
     /// entry; when the peer is gone (journald's socket was made anew) it connects again, and
     /// while it cannot connect, entries go to the path as they did before (and fail as the send
-    /// says).
+    /// says). When the connected peer's queue is full and the path names another socket than
+    /// the one connected to, a new socket of ours connects to it: entries move to the new
+    /// journald once the old socket's queue is full (what it queued is lost with it).
     package func send(_ payload: [UInt8], report: (Int) -> [UInt8]) -> Outcome {
-        guard let socket else { return .failed(EINVAL) }
-        return state.withLock { state in
-            if !state.connected { state.connected = socket.connect() == 0 }
+        state.withLock { state in
+            guard state.socket != nil else { return .failed(EINVAL) }
+            if !state.connected { connect(&state) }
             func send(_ bytes: UnsafeRawBufferPointer) -> DatagramSocket.Outcome {
+                guard let socket = state.socket else { return .failed(EINVAL) }
                 guard state.connected else { return socket.send(bytes) }
                 let outcome = socket.sendConnected(bytes)
                 switch outcome {
                 case .failed(ECONNREFUSED), .failed(ENOTCONN), .failed(ECONNRESET):
-                    state.connected = socket.connect() == 0
+                    connect(&state)
                     return state.connected ? socket.sendConnected(bytes) : socket.send(bytes)
+                case .wouldBlock:
+                    // Full, or a socket nobody reads any more, while journald listens on one
+                    // made anew at the path (its socket unit restarted while the old socket
+                    // was held open). A new socket of ours, since what the old peer queued
+                    // still counts against this one's send buffer.
+                    guard state.peer != nil, FileIdentity(path) != state.peer, let fresh = Self.open(path) else {
+                        return outcome
+                    }
+                    state.socket = fresh
+                    connect(&state)
+                    return state.connected ? fresh.sendConnected(bytes) : fresh.send(bytes)
                 default: return outcome
                 }
             }
@@ -96,5 +130,15 @@ package final class JournalSocket: Sendable {
             case .failed(let code): return .failed(code)
             }
         }
+    }
+
+    /// Connects the socket to the path, noting what the path named just before.
+    private func connect(_ state: inout State) {
+        guard let socket = state.socket else { return }
+        // Asked before connecting: if the path changes in between, a later full queue finds
+        // them different and connects anew, which costs a socket, not an entry.
+        let peer = FileIdentity(path)
+        state.connected = socket.connect() == 0
+        state.peer = state.connected ? peer : nil
     }
 }

@@ -32,6 +32,16 @@ private final class StalledPeer {
         descriptor = try UnixDatagramSocket.bind(path: path)
     }
 
+    /// Binds a new socket at the path while the old one stays open (and unread): a socket unit
+    /// restarted while the old journald still holds its socket. Returns the old descriptor,
+    /// which the caller closes.
+    func replaceKeepingTheOldOpen() throws -> Int32 {
+        let old = descriptor
+        unlink(path)
+        descriptor = try UnixDatagramSocket.bind(path: path)
+        return old
+    }
+
     /// Everything queued so far, without waiting.
     func drain() -> [[UInt8]] {
         var datagrams: [[UInt8]] = []
@@ -157,6 +167,28 @@ private func nativeFields(_ bytes: [UInt8]) -> [String: String] {
         try peer.remake()
         log.info("after")
         #expect(nativeFields(try #require(peer.receive()))["MESSAGE"] == "after")
+    }
+
+    @Test func aSocketBoundAnewWhileTheOldIsHeldGetsEntriesOnceTheOldQueueFills() throws {
+        let peer = try StalledPeer()
+        let log = logger(JournalSocket(path: peer.path))
+        log.info("before")
+        #expect(nativeFields(try #require(peer.receive()))["MESSAGE"] == "before")
+        let old = try peer.replaceKeepingTheOldOpen()
+        defer { close(old) }
+        // The old socket's queue (net.unix.max_dgram_qlen: 512 by default, 10 in some
+        // containers) fills first; the entry that finds it full goes to the new socket, and so
+        // does every entry after it. The new one is read as the entries come.
+        var received: [String?] = []
+        for index in 0..<2_000 {
+            log.info("entry \(index)")
+            if index % 4 == 3 { received += peer.drain().map { nativeFields($0)["MESSAGE"] } }
+        }
+        received += peer.drain().map { nativeFields($0)["MESSAGE"] }
+        let first = try #require(received.first.flatMap { $0 }, "entries reach the new socket")
+        let start = try #require(Int(first.dropFirst("entry ".count)))
+        #expect(start > 0, "entries before the old queue filled went to it")
+        #expect(received == (start..<2_000).map { "entry \($0)" }, "every entry from the first on, none lost")
     }
 
     @Test func keysInJournaldsFormStillYieldToReservedAndEarlierNames() throws {
