@@ -81,7 +81,17 @@ extension ListenedFileDescriptor {
         }
         let names: [String]
         if let namesText = environment("LISTEN_FDNAMES") {
-            names = namesText.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+            // Split and checked as bytes: a name is what FileDescriptorName= allows (systemd's
+            // fdname_is_valid), so a name compared later is never a long run of combining
+            // marks (quadratic to compare) or a control character that forges a log line.
+            let split = namesText.utf8.split(separator: UInt8(ascii: ":"), omittingEmptySubsequences: false)
+            if let bad = split.firstIndex(where: { $0.count > 255 || $0.contains { $0 < 0x20 || $0 > 0x7E } }) {
+                throw ListeningSocketError(
+                    .malformedEnvironment,
+                    "LISTEN_FDNAMES= name \(bad + 1) is not one systemd gives (at most 255 printable ASCII characters, as FileDescriptorName= allows): \(remedy)"
+                )
+            }
+            names = split.map { String(decoding: $0, as: UTF8.self) }
             guard names.count == count else {
                 throw ListeningSocketError(
                     .malformedEnvironment,

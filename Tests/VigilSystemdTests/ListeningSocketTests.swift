@@ -245,6 +245,12 @@ import VigilSystemd
         #expect(
             try Self.parse(["LISTEN_PID": "4242", "LISTEN_FDS": "1"]) == [.init(fileDescriptor: 3, name: "unknown")]
         )
+        // Empty names and the longest (255) are systemd's too.
+        let longest = String(repeating: "n", count: 255)
+        #expect(
+            try Self.parse(["LISTEN_PID": "4242", "LISTEN_FDS": "2", "LISTEN_FDNAMES": ":" + longest]).map(\.name)
+                == ["", longest]
+        )
     }
 
     @Test(arguments: [
@@ -273,6 +279,12 @@ import VigilSystemd
         ["LISTEN_PID": "4242", "LISTEN_FDS": "1022"],
         ["LISTEN_PID": "4242", "LISTEN_FDS": "2", "LISTEN_FDNAMES": "http"],
         ["LISTEN_PID": "4242", "LISTEN_FDS": "1", "LISTEN_FDNAMES": "http:metrics"],
+        ["LISTEN_PID": "4242", "LISTEN_FDS": "2", "LISTEN_FDNAMES": "http:met\nrics"],
+        [
+            "LISTEN_PID": "4242", "LISTEN_FDS": "1",
+            "LISTEN_FDNAMES": "h" + String(repeating: "\u{301}", count: 1 << 16),
+        ],
+        ["LISTEN_PID": "4242", "LISTEN_FDS": "1", "LISTEN_FDNAMES": String(repeating: "n", count: 256)],
     ])
     func malformedVariablesAreAnErrorNamingTheVariable(variables: [String: String]) {
         let error = #expect(throws: ListeningSocketError.self) { try Self.parse(variables) }
