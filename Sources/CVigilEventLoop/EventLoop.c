@@ -287,6 +287,33 @@ static void deliver_signals(void) {
     }
 }
 
+// Handles what epoll reports within `timeout` milliseconds (-1: until something comes).
+static void poll_events(int timeout) {
+    struct epoll_event events[4];
+    int ready_events = epoll_wait(epoll_fd, events, 4, timeout);
+    for (int index = 0; index < ready_events; index++) {
+        int fd = events[index].data.fd;
+        uint64_t value;
+        if (fd == wake_fd || fd == timer_fd) {
+            ssize_t ignored = read(fd, &value, sizeof value);
+            (void)ignored;
+            if (fd == timer_fd) armed_deadline = 0;
+        } else if (fd == signal_fd) {
+            deliver_signals();
+        } else if (fd == main_queue_fd) {
+            // Reset the eventfd first: work enqueued while draining makes it readable again.
+            ssize_t ignored = read(fd, &value, sizeof value);
+            (void)ignored;
+            _dispatch_main_queue_callback_4CF(NULL);
+        }
+    }
+}
+
+// How long the loop may run jobs back to back before it looks at signals and descriptors
+// without waiting: jobs that keep making jobs (a task that never suspends on I/O, a timer due
+// again at once) must not starve a SIGTERM.
+#define POLL_WHILE_BUSY_NSEC 1000000ULL
+
 int cvigil_loop_run(void) {
     int failed = open_descriptors();
     if (failed) return failed;
@@ -295,6 +322,8 @@ int cvigil_loop_run(void) {
     SerialExecutorRef generic = {0, 0};
     Job **batch = NULL;
     size_t batch_capacity = 0;
+    // When the loop last asked epoll (see POLL_WHILE_BUSY_NSEC).
+    uint64_t polled = monotonic_now();
     for (;;) {
         // Fire due callback timers (outside the lock: they enqueue jobs).
         pthread_mutex_lock(&lock);
@@ -324,27 +353,16 @@ int cvigil_loop_run(void) {
             for (size_t index = 0; index < count; index++) {
                 swift_job_run(batch[index], generic);
             }
+            uint64_t after = monotonic_now();
+            if (after - polled >= POLL_WHILE_BUSY_NSEC) {
+                poll_events(0);
+                polled = after;
+            }
             continue;
         }
         arm(next);
-        struct epoll_event events[4];
-        int ready_events = epoll_wait(epoll_fd, events, 4, -1);
-        for (int index = 0; index < ready_events; index++) {
-            int fd = events[index].data.fd;
-            uint64_t value;
-            if (fd == wake_fd || fd == timer_fd) {
-                ssize_t ignored = read(fd, &value, sizeof value);
-                (void)ignored;
-                if (fd == timer_fd) armed_deadline = 0;
-            } else if (fd == signal_fd) {
-                deliver_signals();
-            } else if (fd == main_queue_fd) {
-                // Reset the eventfd first: work enqueued while draining makes it readable again.
-                ssize_t ignored = read(fd, &value, sizeof value);
-                (void)ignored;
-                _dispatch_main_queue_callback_4CF(NULL);
-            }
-        }
+        poll_events(-1);
+        polled = monotonic_now();
     }
     running = false;
     free(batch);

@@ -160,6 +160,11 @@ public struct Daemon: Sendable {
     /// clean stop.
     package func run(whenCreated: (ListenerGroup) -> Void) async -> (any Error)? {
         let logger = logging.logger
+        if let watchdog, let reason = watchdog.tooShort {
+            logger.critical("\(identifier) cannot start: \(reason)")
+            try? notifier.notify([.status("Cannot start: \(reason)")])
+            return WatchdogTooShort(description: reason)
+        }
         let group: ListenerGroup
         do {
             group = try ListenerGroup(
@@ -282,4 +287,9 @@ public struct DaemonLogging: Sendable {
         self.logger = logger
         self.destination = destination
     }
+}
+
+/// The watchdog systemd asked for is shorter than ``Watchdog/minimumInterval``.
+struct WatchdogTooShort: Error, CustomStringConvertible {
+    var description: String
 }

@@ -60,6 +60,21 @@ public struct Watchdog: Sendable {
         self.init(interval: .microseconds(Int64(exactly: usec) ?? .max))
     }
 
+    /// The shortest interval a daemon can keep: a ping every half of it, each after a health
+    /// probe through every listener in a quarter of it. `Daemon` refuses to start under a
+    /// shorter `WatchdogSec=` (systemd would kill the daemon anyway, and pinging every few
+    /// microseconds would take a CPU).
+    public static let minimumInterval: Duration = .milliseconds(10)
+
+    /// Why ``interval`` is too short to keep (below ``minimumInterval``), or `nil`.
+    public var tooShort: String? {
+        guard interval < Self.minimumInterval else { return nil }
+        let micros = interval.components.seconds * 1_000_000 + interval.components.attoseconds / 1_000_000_000_000
+        return "WatchdogSec= is \(micros) µs (WATCHDOG_USEC=\(micros)), shorter than the 10 ms a daemon can keep "
+            + "(a ping every half of it, each after a health probe through every listener); "
+            + "raise WatchdogSec= in the unit, or set it to 0 to turn the watchdog off"
+    }
+
     /// How often a healthy daemon pings: half the interval.
     public var pingInterval: Duration { interval / 2 }
 
@@ -111,7 +126,9 @@ public struct Watchdog: Sendable {
         let clock = ContinuousClock()
         var deadline = clock.now
         while !Task.isCancelled {
-            deadline += pingInterval
+            // After a late round (a slow probe, a busy loop) the next ping goes out at once and
+            // the schedule starts again from now: no burst of pings to catch up.
+            deadline = max(deadline + pingInterval, clock.now)
             do {
                 try await sleep(max(deadline - clock.now, .zero))
             } catch {

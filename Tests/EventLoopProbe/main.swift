@@ -1,8 +1,8 @@
 // vigil-loop-probe: the child of Tests/VigilEventLoopTests. The event loop takes over the whole
 // process's executor, so each scenario runs in a process of its own.
 //
-// Usage: vigil-loop-probe SCENARIO, one of order, timers, cancel, stop, signals, task-sleep,
-// default-executor, refused. Each prints one line per step on stdout; the tests compare them.
+// Usage: vigil-loop-probe SCENARIO, one of order, timers, cancel, stop, signals, busy,
+// task-sleep, default-executor, refused. Each prints one line per step on stdout; the tests compare them.
 // Exit status 0 (stop: 7, the body's result), 2 for an unknown scenario.
 import CVigilEventLoop
 import Synchronization
@@ -136,6 +136,29 @@ func signals() async {
     line("threads=\(threads())")
 }
 
+/// A task that keeps the loop busy (it sleeps for no time, as a watchdog behind its schedule
+/// did: a timer due at once, so the loop always has a job) does not starve the signalfd: a
+/// signal sent while it spins is delivered. (`Task.yield()` would not do: it goes to Dispatch.)
+func busy() async {
+    let spinning = Atomic(true)
+    let spinner = Task {
+        var rounds = 0
+        while spinning.load(ordering: .relaxed) {
+            rounds += 1
+            try? await EventLoopExecutor.sleep(for: .zero)
+        }
+        return rounds
+    }
+    let (stream, delivered) = AsyncStream<String>.makeStream()
+    let watch = SignalWatch(signals: [SIGUSR1]) { signal in delivered.yield("signal \(signal) \(whereAmI())") }
+    var deliveries = stream.makeAsyncIterator()
+    kill(getpid(), SIGUSR1)
+    line("while a task spins: \(await deliveries.next() ?? "none")")
+    spinning.store(false, ordering: .relaxed)
+    line("the spinner ran meanwhile: \(await spinner.value > 0)")
+    watch.cancel()
+}
+
 /// Task.sleep does not reach the loop: it is not on the loop's timer heap while it waits, and
 /// it starts Dispatch's threads. EventLoopExecutor.sleep stays on the loop's one thread.
 func taskSleep() async {
@@ -186,6 +209,7 @@ case "stop":
     exit(status)
 case "signals": EventLoopExecutor.run { await signals() }
 case "task-sleep": EventLoopExecutor.run { await taskSleep() }
+case "busy": EventLoopExecutor.run { await busy() }
 case "default-executor": line("returned \(defaultExecutor())")
 case "refused": refused()
 default:

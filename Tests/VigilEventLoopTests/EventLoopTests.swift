@@ -77,6 +77,13 @@ import VigilTesting
                 "after cancel: SIGUSR1 pending=true", "threads=1",
             ]
         ),
+        // Before: the loop ran jobs back to back and asked epoll only when none was left, so a
+        // task that yielded forever (or a watchdog behind its schedule) starved SIGTERM.
+        Scenario(
+            name: "busy",
+            claim: "a task that never waits does not starve signals",
+            lines: ["while a task spins: signal \(SIGUSR1) on the loop thread", "the spinner ran meanwhile: true"]
+        ),
         // Settles the delay/deadline hooks: in Swift 6.3 `Task.sleep` never reaches them (with
         // counting hooks installed, both stayed at 0), so the loop does not install them and
         // `EventLoopExecutor.sleep` is the way to sleep on the loop.

@@ -33,6 +33,30 @@ import VigilSystemd
         )
     }
 
+    /// A round that ran late (a slow probe) is followed by one ping at once, then the schedule
+    /// goes on from there: no burst of zero waits to catch up (with WATCHDOG_USEC=1 that burst
+    /// never ended).
+    @Test func aLateRoundDoesNotMakeABurstToCatchUp() async {
+        let waits = Mutex<[Duration]>([])
+        let rounds = Mutex(0)
+        await Watchdog(interval: .milliseconds(40)).run(
+            probe: { _ in
+                let round = rounds.withLock {
+                    $0 += 1; return $0
+                }
+                if round == 1 { try? await Task.sleep(for: .milliseconds(200)) }  // five intervals late
+                return round < 4 ? .healthy : .stopping
+            },
+            ping: {},
+            missed: {},
+            sleep: { wait in waits.withLock { $0.append(wait) } }
+        )
+        let recorded = waits.withLock { $0 }
+        #expect(recorded.count == 4)
+        #expect(recorded.dropFirst().first == .zero, "the ping after the late round goes out at once")
+        #expect(recorded.dropFirst(2).allSatisfy { $0 > .milliseconds(10) }, "then every half interval: \(recorded)")
+    }
+
     /// Before: a probe during the stop counted as a failure and each was logged as a withheld
     /// ping. systemd has stopped its watchdog by then, and a ping would arm it again.
     @Test func stopsQuietlyOnceTheDaemonIsStopping() async {

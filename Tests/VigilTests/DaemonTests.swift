@@ -73,6 +73,25 @@ import VigilTesting
         #expect(await daemon.run() == 1)
         #expect(!notifier.datagrams.contains { $0.contains("READY=1") })
     }
+
+    /// Before: WATCHDOG_USEC=1 had the daemon ping in a loop that took a CPU and never let a
+    /// SIGTERM in. Now a watchdog shorter than 10 ms fails the start, saying what to change.
+    @Test func aWatchdogTooShortToKeepFailsTheStartAndSaysWhy() async throws {
+        let log = AsyncRecorder<String>()
+        let notifier = RecordingNotifier()
+        var daemon = makeDaemon(RecordingListener("worker", log: log), notifier: notifier)
+        daemon.watchdog = try #require(Watchdog(microseconds: 1))
+        #expect(await daemon.run() == 1)
+        #expect(!notifier.datagrams.contains { $0.contains("READY=1") })
+        let status = notifier.datagrams.first { $0.hasPrefix("STATUS=") }
+        #expect(
+            status?.hasPrefix("STATUS=Cannot start: WatchdogSec= is 1 µs (WATCHDOG_USEC=1), shorter than the 10 ms")
+                == true,
+            "\(notifier.datagrams)"
+        )
+        #expect(!log.values.contains("worker.start"), "no listener started")
+        #expect(Watchdog(interval: .milliseconds(10)).tooShort == nil)
+    }
 }
 
 /// `withRunningDaemon` runs the real `Daemon`, not a copy of its wiring.
