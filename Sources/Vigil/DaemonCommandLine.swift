@@ -32,7 +32,8 @@ import VigilPlatform
 /// - `--help`, `help [COMMAND]`, `COMMAND --help`, `--version`.
 ///
 /// Defaults follow systemd: `$CONFIGURATION_DIRECTORY/<name>.json` (else the embedded default),
-/// `$STATE_DIRECTORY` (else `$XDG_STATE_HOME/<name>`, `~/.local/state/<name>`),
+/// `$STATE_DIRECTORY` (else `$XDG_STATE_HOME/<name>`, `$HOME/.local/state/<name>`, `/var/lib/<name>`
+/// for root; with none of them `run` fails rather than use a shared directory),
 /// `$RUNTIME_DIRECTORY` (else `/run/<name>` for root, `$XDG_RUNTIME_DIR/<name>` for others).
 public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable {
     /// The executable's name: in help, messages, default paths and the status file's client.
@@ -104,12 +105,19 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
             return StatusClient(name: name, directories: directories, output: output, lines: statusLines)
                 .run(runtimeDirectory: runtimeDirectory, json: json)
         case .run(let config, let stateDirectory, let runtimeDirectory, let reloadSignal):
+            guard let state = directories.state(stateDirectory) else {
+                output.error(
+                    "\(name): cannot start: no state directory: STATE_DIRECTORY, XDG_STATE_HOME and HOME are unset "
+                        + "or not absolute paths; pass --state-directory DIR, or set StateDirectory= in the unit"
+                )
+                return 1
+            }
             let runtime = directories.runtime(runtimeDirectory)
             let options = DaemonOptions(
                 name: name,
                 version: version,
                 configurationSource: directories.configurationSource(config),
-                stateDirectory: directories.state(stateDirectory),
+                stateDirectory: state,
                 runtimeDirectory: runtime.path,
                 reloadSignal: reloadSignal,
                 logging: Daemon.bootstrapLogging(identifier: name),
@@ -298,7 +306,8 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
         case "--config":
             return "The configuration file (default: $CONFIGURATION_DIRECTORY/\(name).json, else the embedded default)."
         case "--state-directory":
-            return "Where state.json lives (default: $STATE_DIRECTORY, else ~/.local/state/\(name))."
+            return
+                "Where state.json lives (default: $STATE_DIRECTORY, else ~/.local/state/\(name), /var/lib/\(name) for root without HOME)."
         case "--runtime-directory": return "Where status.json lives (default: \(runtimeDefault))."
         case "--reload-signal":
             return

@@ -22,12 +22,16 @@ package struct DaemonDirectories: Sendable {
     }
 
     /// The explicit directory, else `$STATE_DIRECTORY`, else `$XDG_STATE_HOME/<name>`, else
-    /// `~/.local/state/<name>`.
-    package func state(_ explicit: String?) -> String {
+    /// `$HOME/.local/state/<name>` (each only when it is an absolute path, as the XDG
+    /// specification says), else `/var/lib/<name>` for root; `nil` when none applies. Never a
+    /// shared directory such as `/tmp`, where another user could have planted it.
+    package func state(_ explicit: String?) -> String? {
         if let explicit { return explicit }
         if let directory = environment.directory("STATE_DIRECTORY") { return directory }
-        let home = environment.directory("HOME") ?? "/tmp"
-        return (environment.directory("XDG_STATE_HOME") ?? home + "/.local/state") + "/" + name
+        let absolute = { (name: String) in environment.directory(name).flatMap { $0.hasPrefix("/") ? $0 : nil } }
+        if let directory = absolute("XDG_STATE_HOME") { return directory + "/" + name }
+        if let home = absolute("HOME") { return home + "/.local/state/" + name }
+        return environment.effectiveUID == 0 ? "/var/lib/" + name : nil
     }
 
     /// A runtime directory and whether it is the last resort in `/tmp`, which must be the

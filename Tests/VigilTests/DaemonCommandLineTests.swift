@@ -242,6 +242,26 @@ import VigilTesting
         #expect(user.state(nil) == "/s/hello-http")
         let bare = DaemonDirectories(name: "hello-http", environment: Self.environment(uid: 1000))
         #expect(bare.runtime(nil) == .init(path: "/tmp/hello-http-1000", privateToCaller: true))
+        // Before: no HOME meant /tmp/.local/state/<name>, a directory any local user could have
+        // made (or linked elsewhere) first.
+        #expect(bare.state(nil) == nil)
+        #expect(bare.state("/explicit") == "/explicit")
+        let relative = Self.environment(["HOME": "home", "XDG_STATE_HOME": ":"], uid: 1000)
+        #expect(DaemonDirectories(name: "hello-http", environment: relative).state(nil) == nil)
+        #expect(
+            DaemonDirectories(name: "hello-http", environment: Self.environment(uid: 0)).state(nil)
+                == "/var/lib/hello-http"
+        )
+    }
+
+    @Test func runWithoutAStateDirectoryFailsBeforeBuildingTheDaemon() async {
+        let outcome = await Self.execute(["run"], environment: Self.environment(uid: 1000))
+        #expect(outcome.status == 1)
+        #expect(
+            outcome.standardError
+                == "vigild: cannot start: no state directory: STATE_DIRECTORY, XDG_STATE_HOME and HOME are unset or "
+                + "not absolute paths; pass --state-directory DIR, or set StateDirectory= in the unit\n"
+        )
     }
 
     @Test func anotherDaemonsStatusAndCheckConfigUseItsName() async throws {
