@@ -39,6 +39,7 @@ package struct ReloadClient: Sendable {
             requested: pid,
             file: file,
             name: name,
+            directoryOwner: directory.owner,
             mainPID: directories.environment.directory("MAINPID")
         )
         let interruption = ClientInterruption()
@@ -90,7 +91,11 @@ package struct ReloadClient: Sendable {
     }
 
     /// The pid to signal: the status file's, when the process with that pid started when the
-    /// daemon that wrote the file did (and, with `--pid`, when that is the pid asked for).
+    /// daemon that wrote the file did, runs as the user who owns the file's directory (the
+    /// daemon writes its own status), and, with `--pid`, is the pid asked for. The start time
+    /// alone proves nothing: whoever writes the file can copy any process's from `/proc`, and
+    /// a directory of another user's is trusted under a root-owned parent (a unit's
+    /// `/run/<name>` under `DynamicUser=`).
     ///
     /// Under a hardened unit `ExecReload=` cannot read `/proc/$MAINPID`: with `PrivateUsers=`
     /// every process of the unit gets a user namespace of its own, and `ProtectProc=invisible`
@@ -99,14 +104,18 @@ package struct ReloadClient: Sendable {
     /// `$MAINPID` (and the status file's pid).
     ///
     /// - Parameters:
+    ///   - directoryOwner: who owns the directory that holds the status file.
     ///   - startTime: the start time of a pid, `nil` when `/proc` does not show it.
+    ///   - processOwner: the user a pid runs as, `nil` when `/proc` does not show it.
     ///   - mainPID: `$MAINPID`, as systemd sets it for `ExecReload=`.
     package static func verifiedDaemon(
         _ status: RuntimeStatus,
         requested: Int32?,
         file: String,
         name: String,
+        directoryOwner: uid_t,
         startTime: (Int32) -> UInt64? = ProcessStartTime.of,
+        processOwner: (Int32) -> uid_t? = Self.processOwner,
         mainPID: String?
     ) throws(ControlClientError) -> Int32 {
         if let requested, requested != status.pid {
@@ -137,7 +146,22 @@ package struct ReloadClient: Sendable {
                 "refusing to signal pid \(pid): it started at tick \(actual), but the \(name) that \(file) describes started at tick \(recorded) (a different process now has that pid)"
             )
         }
+        guard let user = processOwner(pid) else {
+            if mainPID == "\(pid)" { return pid }
+            throw ControlClientError("refusing to signal pid \(pid): who runs it cannot be read from /proc/\(pid)")
+        }
+        guard user == directoryOwner else {
+            throw ControlClientError(
+                "refusing to signal pid \(pid): it runs as uid \(user), but \(file) is in a directory of uid \(directoryOwner), and a \(name) writes its own status file"
+            )
+        }
         return pid
+    }
+
+    /// The owner of `/proc/<pid>`: the process's effective uid.
+    package static func processOwner(_ pid: Int32) -> uid_t? {
+        var info = stat()
+        return stat("/proc/\(pid)", &info) == 0 ? info.st_uid : nil
     }
 }
 

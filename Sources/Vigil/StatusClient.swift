@@ -8,11 +8,20 @@ package struct StatusClient: Sendable {
     package var output: CommandOutput
     package var lines: @Sendable (RuntimeStatus) -> [(label: String, value: String)]
 
-    /// Prints the status; returns 0, or 2 when there is no daemon.
+    /// Prints the status; returns 0, or 2 when there is no daemon: no status file, or one whose
+    /// process is gone (killed, crashed) or is not the daemon that wrote it.
     package func run(runtimeDirectory: String?, json: Bool) -> Int32 {
         let status: RuntimeStatus
         do {
-            (_, status) = try directories.runtimeForClient(runtimeDirectory)
+            let directory: TrustedDirectory
+            (directory, status) = try directories.runtimeForClient(runtimeDirectory)
+            if let stale = Self.notRunning(
+                status,
+                file: directory.path(of: RuntimeStatus.fileName),
+                directoryOwner: directory.owner
+            ) {
+                throw ControlClientError("no running \(name): \(stale)")
+            }
         } catch {
             output.error("\(name) status: \(error)")
             return 2
@@ -28,6 +37,32 @@ package struct StatusClient: Sendable {
         }
         output.print(text(status))
         return 0
+    }
+
+    /// Why the process `file` describes is not the daemon that wrote it, or `nil` when it is
+    /// (or, where `/proc` hides it, may be). The checks of ``ReloadClient/verifiedDaemon``,
+    /// without `$MAINPID`: nothing is signalled here.
+    package static func notRunning(
+        _ status: RuntimeStatus,
+        file: String,
+        directoryOwner: uid_t,
+        startTime: (Int32) -> UInt64? = ProcessStartTime.of,
+        processOwner: (Int32) -> uid_t? = ReloadClient.processOwner
+    ) -> String? {
+        let pid = status.pid
+        guard pid > 1 else { return "\(file) names pid \(pid), not a daemon's" }
+        guard kill(pid, 0) == 0 || errno != ESRCH else {
+            return "\(file) describes pid \(pid), which is no longer running (it was killed or crashed: "
+                + "the file says \(DisplayText.quoted(status.state, limit: 16)))"
+        }
+        if let actual = startTime(pid), let recorded = status.processStartTime, actual != recorded {
+            return "\(file) describes pid \(pid), which is no longer running (another process has that pid now)"
+        }
+        if let user = processOwner(pid), user != directoryOwner {
+            return
+                "\(file) names pid \(pid), which runs as uid \(user), not as the directory's owner (uid \(directoryOwner))"
+        }
+        return nil
     }
 
     /// The human-readable status: the library's lines with the daemon's after `last reload`.

@@ -256,6 +256,36 @@ import VigilTesting
         try await Self.stop(sleeper)
     }
 
+    /// Before: a directory of another user's under a root-owned parent (a `DynamicUser=`
+    /// unit's `/run/<name>`) is trusted, and its owner could name any process there, with the
+    /// start time copied from /proc: root's `reload` signalled it.
+    @Test(.enabled(if: getuid() == 0, "planting another uid's directory needs root"))
+    func aStatusFileNamingAProcessOfAnotherUserIsRefused() async throws {
+        let parent = "/run/vigil-test-\(getpid())"
+        mkdir(parent, 0o755)
+        let planted = parent + "/vigild"
+        defer {
+            rmdirTree(planted)
+            rmdir(parent)
+        }
+        let sleeper = try Self.victim()
+        Self.plant(
+            planted,
+            owner: 65_534,
+            status: Self.statusJSON(pid: sleeper.pid, startTime: try Self.startTime(sleeper.pid))
+        )
+        let outcome = try await Self.client(["reload", "--runtime-directory", planted, "--timeout", "1"])
+        #expect(outcome.status == 2, "\(outcome.output)")
+        #expect(
+            outcome.output.contains(
+                "refusing to signal pid \(sleeper.pid): it runs as uid 0, but \(planted)/status.json is in a directory of uid 65534"
+            ),
+            "\(outcome.output)"
+        )
+        #expect(sleeper.exitStatus == nil && kill(sleeper.pid, 0) == 0, "the root process was not signalled")
+        try await Self.stop(sleeper)
+    }
+
     @Test func badTimeoutsAreUsageErrors() async throws {
         let runtime = VigildBinary.temporaryDirectory()
         let sleeper = try Self.victim()
@@ -322,16 +352,47 @@ import VigilTesting
 
     @Test func aForgedStartTimeDoesNotCrashStatus() async throws {
         let runtime = VigildBinary.temporaryDirectory()
+        let standIn = try Self.victim()
         // The uptime is now minus startedAt: with Int64.min that overflowed and trapped.
         TextFile.write(
             runtime + "/status.json",
-            Self.statusJSON(pid: 4242, startTime: 1, startedAt: .min)
+            Self.statusJSON(pid: standIn.pid, startTime: try Self.startTime(standIn.pid), startedAt: .min)
         )
         for command in [["status"], ["status", "--json"]] {
             let outcome = try await Self.client(command + ["--runtime-directory", runtime])
             #expect(outcome.status == 0, "\(command): \(outcome.output)")
             #expect(outcome.output.contains("9223372036854775807"), "\(outcome.output)")
         }
+        try await Self.stop(standIn)
+    }
+
+    /// Before: after `kill -9` the file still said "running", with an uptime that kept growing,
+    /// and `status` exited 0. Now a file whose process is gone, or is another process, or runs as
+    /// someone else than the directory's owner, means no daemon: exit 2, nothing on stdout.
+    @Test func aStatusFileWhoseProcessIsGoneMeansNoDaemon() async throws {
+        let runtime = VigildBinary.temporaryDirectory()
+        let gone = try DaemonProcess(executable: "/bin/true")
+        _ = try await gone.waitForExit()
+        let standIn = try Self.victim()
+        let actual = try Self.startTime(standIn.pid)
+        for (file, reason) in [
+            (
+                Self.statusJSON(pid: gone.pid, startTime: 1),
+                "describes pid \(gone.pid), which is no longer running (it was killed or crashed: the file says \"running\")"
+            ),
+            (
+                Self.statusJSON(pid: standIn.pid, startTime: actual + 1),
+                "describes pid \(standIn.pid), which is no longer running (another process has that pid now)"
+            ),
+        ] {
+            TextFile.write(runtime + "/status.json", file)
+            for command in [["status"], ["status", "--json"]] {
+                let outcome = try await Self.client(command + ["--runtime-directory", runtime])
+                #expect(outcome.status == 2, "\(command): \(outcome.output)")
+                #expect(outcome.output == "vigild status: no running vigild: \(runtime)/status.json \(reason)\n")
+            }
+        }
+        try await Self.stop(standIn)
     }
 
     @Test func escapingCoversC0DelAndC1() {
@@ -376,7 +437,14 @@ struct DaemonProofTests {
         previousShutdownClean: true
     )
 
-    func verify(startTime: UInt64?, mainPID: String?, requested: Int32? = nil, pid: Int32? = nil) -> String {
+    func verify(
+        startTime: UInt64?,
+        mainPID: String?,
+        requested: Int32? = nil,
+        pid: Int32? = nil,
+        owner: uid_t? = 0,
+        directoryOwner: uid_t = 0
+    ) -> String {
         var status = status
         if let pid { status.pid = pid }
         do {
@@ -385,13 +453,25 @@ struct DaemonProofTests {
                 requested: requested,
                 file: "status.json",
                 name: "vigild",
+                directoryOwner: directoryOwner,
                 startTime: { _ in startTime },
+                processOwner: { _ in owner },
                 mainPID: mainPID
             )
             return "signal \(pid)"
         } catch {
             return error.description
         }
+    }
+
+    @Test func aVisibleProcessMustRunAsTheDirectorysOwner() {
+        #expect(verify(startTime: 77, mainPID: nil, owner: 61, directoryOwner: 61) == "signal 4242")
+        #expect(
+            verify(startTime: 77, mainPID: nil, owner: 0, directoryOwner: 65_534)
+                == "refusing to signal pid 4242: it runs as uid 0, but status.json is in a directory of uid 65534, and a vigild writes its own status file"
+        )
+        #expect(verify(startTime: 77, mainPID: nil, owner: nil).hasPrefix("refusing to signal pid 4242: who runs it"))
+        #expect(verify(startTime: 77, mainPID: "4242", owner: nil) == "signal 4242")
     }
 
     @Test func aVisibleProcessMustHaveTheRecordedStartTime() {
