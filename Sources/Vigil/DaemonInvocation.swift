@@ -160,6 +160,18 @@ package enum DaemonInvocation: Equatable, Sendable {
                 command: command
             )
         }
+        // The daemon's other signals: a reload on one of them would take away a stop (or the
+        // user signals' checkpoint), and `reload --signal` with one would stop the daemon.
+        let taken: [ProcessSignal: String] =
+            option == "--reload-signal"
+            ? [.sigterm: "stops", .sigint: "stops", .sigusr1: "is a user signal of", .sigusr2: "is a user signal of"]
+            : [.sigterm: "stops", .sigint: "stops", .sigquit: "kills"]
+        if let what = taken[signal] {
+            throw UsageError(
+                message: "\(option): \(signal) \(what) the daemon, it cannot reload it (try SIGHUP or SIGRTMIN+3)",
+                command: command
+            )
+        }
         return signal
     }
 

@@ -68,11 +68,15 @@ public struct ProcessSignal: Hashable, Sendable, CustomStringConvertible {
 
     /// Parses a signal name as systemd's `ReloadSignal=` or `kill -s` take it.
     ///
-    /// Accepts `SIGHUP`, `HUP`, `SIGRTMIN+3`, `RTMIN+3`, `SIGRTMAX-1` and plain numbers.
-    /// Returns `nil` for anything else.
+    /// Accepts `SIGHUP`, `HUP`, `SIGRTMIN+3`, `RTMIN+3`, `SIGRTMAX-1`, and the numbers of those
+    /// signals. Returns `nil` for anything else: `SIGKILL` and `SIGSTOP` (which no daemon can
+    /// handle) by name or number (`9`, `19`), and the numbers between the standard and the
+    /// real-time signals that the C library keeps for itself (`32`, `33`).
     public init?(name: String) {
         var text = name.uppercased()
-        if let number = Int32(text), number > 0, number <= Self.realTimeMaximum {
+        if let number = Int32(text) {
+            let named = Self.names.contains { $0.1 == number }
+            guard named || (Self.realTimeMinimum...Self.realTimeMaximum).contains(number) else { return nil }
             self.init(rawValue: number)
             return
         }

@@ -25,7 +25,8 @@ import VigilTesting
     }
 
     @Test(arguments: [
-        ("SIGHUP", SIGHUP), ("HUP", SIGHUP), ("sigterm", SIGTERM), ("USR2", SIGUSR2), ("10", 10),
+        ("SIGHUP", SIGHUP), ("HUP", SIGHUP), ("sigterm", SIGTERM), ("USR2", SIGUSR2), ("10", 10), ("1", SIGHUP),
+        ("\(__libc_current_sigrtmin() + 3)", __libc_current_sigrtmin() + 3),
         ("SIGRTMIN", __libc_current_sigrtmin()), ("SIGRTMIN+3", __libc_current_sigrtmin() + 3),
         ("RTMIN+1", __libc_current_sigrtmin() + 1), ("SIGRTMAX-2", __libc_current_sigrtmax() - 2),
     ])
@@ -33,7 +34,9 @@ import VigilTesting
         #expect(ProcessSignal(name: name)?.rawValue == number)
     }
 
-    @Test(arguments: ["", "SIGFOO", "SIGRTMIN+99", "SIGRTMIN-1", "0", "-3"])
+    /// SIGKILL and SIGSTOP by number (no daemon can handle them), and the numbers glibc keeps
+    /// between the standard and the real-time signals, are refused as their names are.
+    @Test(arguments: ["", "SIGFOO", "SIGRTMIN+99", "SIGRTMIN-1", "0", "-3", "9", "19", "32", "33", "SIGKILL", "99"])
     func rejectsWhatIsNotASignal(name: String) {
         #expect(ProcessSignal(name: name) == nil)
     }

@@ -131,6 +131,13 @@ import VigilTesting
         (["reload", "--signal", "SIGNOPE"], "--signal: 'SIGNOPE' is not a signal name"),
         (["run", "--reload-signal=HUP\u{1b}[2J"], "--reload-signal: 'HUP\\u{1b}[2J' is not a signal name"),
         (["status", "--json=yes"], "'--json' takes no value"),
+        (["reload", "--signal", "9"], "--signal: '9' is not a signal name"),
+        (["reload", "--signal", "TERM"], "--signal: SIGTERM stops the daemon, it cannot reload it"),
+        (["reload", "--signal", "3"], "--signal: SIGQUIT kills the daemon, it cannot reload it"),
+        (["run", "--reload-signal", "19"], "--reload-signal: '19' is not a signal name"),
+        (["run", "--reload-signal", "32"], "--reload-signal: '32' is not a signal name"),
+        (["run", "--reload-signal", "SIGTERM"], "--reload-signal: SIGTERM stops the daemon, it cannot reload it"),
+        (["run", "--reload-signal", "usr1"], "--reload-signal: SIGUSR1 is a user signal of the daemon, it cannot"),
     ])
     func aBadValueIsAUsageErrorNamingTheOptionAndTheValue(arguments: [String], message: String) async {
         let outcome = await Self.execute(arguments)
