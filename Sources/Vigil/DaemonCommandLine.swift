@@ -314,7 +314,7 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
                 "The signal that reloads, as systemd's ReloadSignal= names it (SIGHUP, SIGRTMIN+3, …; default: SIGHUP)."
         case "--pid":
             return "The daemon's pid; must match the runtime directory's status.json (default: from status.json)."
-        case "--timeout": return "Seconds to wait for the outcome (more than 0, at most 86400; default: 90)."
+        case "--timeout": return "Seconds to wait for the outcome (0.01 to 86400; default: 90)."
         case "--signal": return "The signal to send: the daemon's --reload-signal (default: SIGHUP)."
         case "--json": return "Print JSON (the status file's keys plus uptimeSeconds)."
         default: return ""

@@ -132,10 +132,12 @@ package enum DaemonInvocation: Equatable, Sendable {
             }
             var timeout = 90.0
             if let text = values["--timeout"] {
-                guard let value = Double(text), value.isFinite, value > 0, value <= ReloadClient.maximumTimeout else {
+                guard let value = Double(text), value.isFinite, value >= ReloadClient.minimumTimeout,
+                    value <= ReloadClient.maximumTimeout
+                else {
                     throw UsageError(
                         message:
-                            "--timeout: '\(quoted(text))' is not a number of seconds more than 0 and at most \(Int(ReloadClient.maximumTimeout))",
+                            "--timeout: '\(quoted(text))' is not a number of seconds from \(ReloadClient.minimumTimeout) to \(Int(ReloadClient.maximumTimeout))",
                         command: .reload
                     )
                 }

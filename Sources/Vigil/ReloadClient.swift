@@ -7,6 +7,9 @@ package struct ReloadClient: Sendable {
     package var directories: DaemonDirectories
     package var output: CommandOutput
 
+    /// The smallest `--timeout`, in seconds: two polls of the status file (a shorter one gave
+    /// up before the daemon could answer, and said so of a reload that was applied).
+    package static let minimumTimeout = 0.01
     /// The largest `--timeout`, in seconds.
     package static let maximumTimeout = 86_400.0
 
@@ -47,7 +50,7 @@ package struct ReloadClient: Sendable {
         guard kill(target, signal.rawValue) == 0 else {
             throw ControlClientError("cannot signal pid \(target): \(String(cString: strerror(errno)))")
         }
-        // The parser bounds the timeout (0 < timeout ≤ 86400): the product fits in a UInt64.
+        // The parser bounds the timeout (0.01 ≤ timeout ≤ 86400): the product fits in a UInt64.
         var deadline = sent + UInt64(timeout * 1_000_000)
         var interrupted: Int32?
         var rejected = false

@@ -293,7 +293,7 @@ import VigilTesting
             runtime + "/status.json",
             Self.statusJSON(pid: sleeper.pid, startTime: try Self.startTime(sleeper.pid))
         )
-        for timeout in ["-1", "nan", "inf", "-inf", "1e300", "0", "86401", "soon"] {
+        for timeout in ["-1", "nan", "inf", "-inf", "1e300", "0", "1e-7", "0.009", "86401", "soon"] {
             let outcome = try await Self.client(["reload", "--runtime-directory", runtime, "--timeout=\(timeout)"])
             // 64 (EX_USAGE): the library's status for a usage error, as swift-argument-parser's.
             #expect(outcome.status == 64, "--timeout=\(timeout): \(outcome.output)")
