@@ -69,8 +69,9 @@ public enum DisplayText {
         return "\"" + text + "\""
     }
 
-    /// `text` with each control character written as an escape (`\n`, `\t`, `\u{1b}`), and
-    /// nothing else changed.
+    /// `text` with each control character (C0, DEL, C1, the line and paragraph separators, and
+    /// the bidirectional formatting characters) written as an escape (`\n`, `\t`, `\u{1b}`,
+    /// `\u{202e}`), and nothing else changed.
     public static func escapingControlCharacters(_ text: String) -> String {
         guard text.unicodeScalars.contains(where: isControl) else { return text }
         var result = ""
@@ -81,7 +82,17 @@ public enum DisplayText {
     /// Control characters: C0, DEL, C1, and the line and paragraph separators.
     public static func isControl(_ scalar: Unicode.Scalar) -> Bool {
         scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar.value == 0x2028
-            || scalar.value == 0x2029
+            || scalar.value == 0x2029 || isBidirectionalControl(scalar)
+    }
+
+    /// Unicode's bidirectional formatting characters (UAX #9: the marks, embeddings, overrides
+    /// and isolates): invisible, and they reorder the text after them on a terminal, so that
+    /// `status` output or a log line could show something else than it holds.
+    public static func isBidirectionalControl(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: true
+        default: false
+        }
     }
 
     private static func escaped(_ scalar: Unicode.Scalar) -> String {

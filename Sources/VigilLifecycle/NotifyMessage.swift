@@ -159,15 +159,25 @@ public struct NotifyMessage: Hashable, Sendable, CustomStringConvertible {
         for byte in utf8 {
             if byte < 0x20 || byte == 0x7F { return true }
             if previous == 0xC2 && byte >= 0x80 && byte <= 0x9F { return true }
-            if beforePrevious == 0xE2 && previous == 0x80 && (byte == 0xA8 || byte == 0xA9) { return true }
+            if beforePrevious == 0xE2 && previous == 0x80
+                && (byte == 0xA8 || byte == 0xA9 || byte == 0x8E || byte == 0x8F || (0xAA...0xAE).contains(byte))
+            {
+                return true
+            }
+            if beforePrevious == 0xE2 && previous == 0x81 && (0xA6...0xA9).contains(byte) { return true }
+            if previous == 0xD8 && byte == 0x9C { return true }
             beforePrevious = previous
             previous = byte
         }
         return false
     }
 
-    /// C0 and C1 controls, DEL, and the Unicode line and paragraph separators.
+    /// C0 and C1 controls, DEL, the Unicode line and paragraph separators, and the
+    /// bidirectional formatting characters (U+061C, U+200E/F, U+202A–E, U+2066–9).
     private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
-        scalar.properties.generalCategory == .control || scalar.value == 0x2028 || scalar.value == 0x2029
+        switch scalar.value {
+        case 0x2028, 0x2029, 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: true
+        default: scalar.properties.generalCategory == .control
+        }
     }
 }

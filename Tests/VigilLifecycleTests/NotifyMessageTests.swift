@@ -43,14 +43,19 @@ import VigilLifecycle
     @Test func theByteScanFindsExactlyTheControls() {
         for value in UInt32(0)..<0x3000 {
             guard let scalar = Unicode.Scalar(value) else { continue }
+            let bidirectional =
+                [0x061C, 0x200E, 0x200F].contains(value) || (0x202A...0x202E).contains(value)
+                || (0x2066...0x2069).contains(value)
             let control =
-                scalar.properties.generalCategory == .control || value == 0x2028 || value == 0x2029
+                scalar.properties.generalCategory == .control || value == 0x2028 || value == 0x2029 || bidirectional
             let alone = String(Character(scalar))
             #expect(NotifyMessage.containsControl(alone.utf8) == control, "U+\(String(value, radix: 16))")
             #expect(NotifyMessage.containsControl(("é…" + alone + "x").utf8) == control)
         }
         #expect(NotifyMessage.status("Reloading…").description == "STATUS=Reloading…")
         #expect(NotifyMessage.status("a\u{2028}b\u{85}c\u{9B}").description == #"STATUS=a b c\u{9B}"#)
+        // A right-to-left override would show the text after it reversed in `systemctl status`.
+        #expect(NotifyMessage.status("ok \u{202E}gnp.exe").description == #"STATUS=ok \u{202E}gnp.exe"#)
     }
 
     @Test func shortTextIsKeptAndControlsAreEscaped() {

@@ -181,7 +181,7 @@ import VigilSystemd
 
 @Suite struct StderrEscapingRulesTests {
     /// The rule as Unicode states it: general category Cc, the line and paragraph separators,
-    /// and the backslash.
+    /// the bidirectional formatting characters (UAX #9), and the backslash.
     private func reference(_ scalar: Unicode.Scalar) -> String {
         switch scalar {
         case "\\": return "\\\\"
@@ -189,7 +189,12 @@ import VigilSystemd
         case "\r": return "\\r"
         case "\t": return "\\t"
         default:
-            guard scalar.properties.generalCategory == .control || scalar.value == 0x2028 || scalar.value == 0x2029
+            let bidirectional =
+                [0x061C, 0x200E, 0x200F].contains(scalar.value)
+                || (0x202A...0x202E).contains(scalar.value) || (0x2066...0x2069).contains(scalar.value)
+            guard
+                scalar.properties.generalCategory == .control || scalar.value == 0x2028 || scalar.value == 0x2029
+                    || bidirectional
             else { return String(scalar) }
             let hex = String(scalar.value, radix: 16, uppercase: true)
             return scalar.value < 0x80 ? "\\x" + (hex.count < 2 ? "0" + hex : hex) : "\\u{\(hex)}"
@@ -208,7 +213,9 @@ import VigilSystemd
     }
 
     @Test func cleanTextComesBackUnchanged() {
-        for text in ["", "plain", "größe ✓ 日本語", "\u{A0}\u{2027}\u{202A}\u{20AC}", "<6>not a prefix mid-line"] {
+        for text in [
+            "", "plain", "größe ✓ 日本語", "\u{A0}\u{2027}\u{202F}\u{20AC}\u{600}\u{2065}", "<6>not a prefix mid-line",
+        ] {
             #expect(StderrLogHandler.escaped(text) == text)
         }
     }

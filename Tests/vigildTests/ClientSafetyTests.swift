@@ -395,6 +395,15 @@ import VigilTesting
         try await Self.stop(standIn)
     }
 
+    @Test func escapingCoversBidirectionalFormattingCharacters() {
+        #expect(DisplayText.escapingControlCharacters("a\u{202E}b\u{2066}c\u{200F}") == #"a\u{202e}b\u{2066}c\u{200f}"#)
+        #expect(DisplayText.quoted("x\u{202E}y") == #""x\u{202e}y""#)
+        #expect(
+            DisplayText.escapingControlCharacters("مرحبا עברית") == "مرحبا עברית",
+            "right-to-left text itself stays"
+        )
+    }
+
     @Test func escapingCoversC0DelAndC1() {
         #expect(DisplayText.escapingControlCharacters("plain é ✓") == "plain é ✓")
         #expect(
