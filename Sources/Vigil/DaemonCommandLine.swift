@@ -67,6 +67,18 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
     /// - Important: Process-wide: `run` bootstraps swift-log, `reload` installs handlers for
     ///   SIGTERM and SIGINT while it waits, and the process exits when the command is done.
     public func main(_ makeDaemon: @escaping @Sendable (DaemonOptions) async throws -> Daemon) async -> Never {
+        // `CommandLine.arguments` repairs bytes that are not UTF-8 (U+FFFD), so a path in another
+        // encoding would name another file: refused instead, as a usage error.
+        for index in 1..<Int(CommandLine.argc) {
+            guard let argument = CommandLine.unsafeArgv[index], String(validatingCString: argument) == nil else {
+                continue
+            }
+            CommandOutput.process.error(
+                "\(name): argument \(index) is not valid UTF-8 (a file name in another encoding?): "
+                    + "rename the file, or reach it through a symbolic link whose name is UTF-8"
+            )
+            exit(64)
+        }
         let status = await execute(Array(CommandLine.arguments.dropFirst()), makeDaemon: makeDaemon)
         exit(status)
     }

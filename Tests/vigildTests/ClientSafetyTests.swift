@@ -395,6 +395,25 @@ import VigilTesting
         try await Self.stop(standIn)
     }
 
+    /// Before: `check-config $'ok\xff.json'` said "ok\u{FFFD}.json: No such file" of a file that
+    /// exists: the argument had been repaired into another name.
+    @Test func anArgumentThatIsNotUTF8IsAUsageError() async throws {
+        let directory = VigildBinary.temporaryDirectory()
+        let output = directory + "/out.log"
+        let process = try DaemonProcess(
+            executable: "/bin/sh",
+            arguments: [
+                "-c", #"exec "$0" check-config "$(printf '%s/ok\377.json' "$1")""#, VigildBinary.path, directory,
+            ],
+            outputPath: output
+        )
+        #expect(try await process.waitForExit() == 64)
+        #expect(
+            TextFile.read(output)
+                == "vigild: argument 2 is not valid UTF-8 (a file name in another encoding?): rename the file, or reach it through a symbolic link whose name is UTF-8\n"
+        )
+    }
+
     @Test func escapingCoversBidirectionalFormattingCharacters() {
         #expect(DisplayText.escapingControlCharacters("a\u{202E}b\u{2066}c\u{200F}") == #"a\u{202e}b\u{2066}c\u{200f}"#)
         #expect(DisplayText.quoted("x\u{202E}y") == #""x\u{202e}y""#)
