@@ -101,6 +101,10 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
             )
             return 64
         }
+        if invocation.readsDirectories, let problem = directories.systemdDirectoryProblem {
+            output.error("\(name): \(problem)")
+            return invocation.failureStatus
+        }
         switch invocation {
         case .help(let command):
             output.standardOutput(help(command))

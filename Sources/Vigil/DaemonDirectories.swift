@@ -11,6 +11,23 @@ package struct DaemonDirectories: Sendable {
         self.environment = environment
     }
 
+    /// What is wrong with the directories systemd passes (`CONFIGURATION_DIRECTORY`,
+    /// `STATE_DIRECTORY`, `RUNTIME_DIRECTORY`), or `nil`: systemd sets absolute paths, and a
+    /// relative or mangled one (bytes that are not UTF-8 come through as U+FFFD) would name
+    /// another directory, or no file at all, which for the configuration means the embedded
+    /// default, silently.
+    package var systemdDirectoryProblem: String? {
+        for variable in ["CONFIGURATION_DIRECTORY", "STATE_DIRECTORY", "RUNTIME_DIRECTORY"] {
+            guard let value = environment.variable(variable), !value.isEmpty else { continue }
+            let entries = value.split(separator: ":", omittingEmptySubsequences: false)
+            if let bad = entries.first(where: { !$0.hasPrefix("/") || $0.unicodeScalars.contains("\u{FFFD}") }) {
+                return "\(variable)=\(DisplayText.quoted(value)) holds \(DisplayText.quoted(String(bad))), "
+                    + "not an absolute path in UTF-8 (systemd sets absolute paths: unset it, or fix the unit)"
+            }
+        }
+        return nil
+    }
+
     /// The explicit file, else `$CONFIGURATION_DIRECTORY/<name>.json` (optional), else the
     /// embedded default.
     package func configurationSource(_ explicit: String?) -> ConfigurationSource {

@@ -184,3 +184,22 @@ package enum DaemonInvocation: Equatable, Sendable {
         return escaped.count > 200 ? String(escaped.prefix(200)) + "…" : escaped
     }
 }
+
+extension DaemonInvocation {
+    /// Whether the command reads the directories systemd passes (all but help and version).
+    var readsDirectories: Bool {
+        switch self {
+        case .help, .version: false
+        case .run, .checkConfig, .reload, .status: true
+        }
+    }
+
+    /// The status for a failure before the command's work: 1 for `run` and `check-config`
+    /// (could not start, not valid), 2 for `reload` and `status` (no daemon reached).
+    var failureStatus: Int32 {
+        switch self {
+        case .reload, .status: 2
+        default: 1
+        }
+    }
+}

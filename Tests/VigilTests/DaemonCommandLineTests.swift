@@ -261,6 +261,23 @@ import VigilTesting
         )
     }
 
+    /// Before: CONFIGURATION_DIRECTORY=":" (or a relative path) named no file, and the daemon
+    /// ran on its embedded default without a word.
+    @Test(arguments: [
+        ("CONFIGURATION_DIRECTORY", ":"), ("CONFIGURATION_DIRECTORY", "etc/vigild"),
+        ("STATE_DIRECTORY", "/var/lib/vigild:relative"), ("RUNTIME_DIRECTORY", "/run/vi\u{FFFD}gild"),
+    ])
+    func aSystemdDirectoryThatIsNotAnAbsolutePathFailsTheCommand(variable: String, value: String) async {
+        let environment = Self.environment([variable: value])
+        for (arguments, status) in [(["check-config"], Int32(1)), (["status"], 2), (["reload"], 2), (["run"], 1)] {
+            let outcome = await Self.execute(arguments, environment: environment)
+            #expect(outcome.status == status, "\(arguments)")
+            #expect(outcome.standardError.hasPrefix("vigild: \(variable)="), "\(outcome.standardError)")
+            #expect(outcome.standardError.contains("not an absolute path in UTF-8"))
+        }
+        #expect(await Self.execute(["--version"], environment: environment).status == 0)
+    }
+
     @Test func runWithoutAStateDirectoryFailsBeforeBuildingTheDaemon() async {
         let outcome = await Self.execute(["run"], environment: Self.environment(uid: 1000))
         #expect(outcome.status == 1)
