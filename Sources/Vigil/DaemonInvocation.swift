@@ -1,4 +1,5 @@
 import VigilLifecycle
+import VigilPlatform
 
 /// A parsed command line.
 package enum DaemonInvocation: Equatable, Sendable {
@@ -162,15 +163,18 @@ package enum DaemonInvocation: Equatable, Sendable {
                 command: command
             )
         }
-        // The daemon's other signals: a reload on one of them would take away a stop (or the
-        // user signals' checkpoint), and `reload --signal` with one would stop the daemon.
-        let taken: [ProcessSignal: String] =
-            option == "--reload-signal"
-            ? [.sigterm: "stops", .sigint: "stops", .sigusr1: "is a user signal of", .sigusr2: "is a user signal of"]
-            : [.sigterm: "stops", .sigint: "stops", .sigquit: "kills"]
-        if let what = taken[signal] {
+        // Signals that cannot reload: the daemon's stop signals (a reload on one would take its
+        // stop away, so that `systemctl stop` waits for SIGKILL), and those whose default
+        // action ends or stops a process that does not handle them (`reload --signal` with one
+        // would do that to the daemon). The same for both options, so that a daemon started
+        // with a reload signal can always be reloaded by `reload --signal` with it.
+        let refused: [ProcessSignal: String] = [
+            .sigterm: "stops the daemon", .sigint: "stops the daemon", .sigquit: "makes a process dump core",
+            .sigalrm: "ends a process", ProcessSignal(rawValue: SIGTSTP): "stops a process",
+        ]
+        if let what = refused[signal] {
             throw UsageError(
-                message: "\(option): \(signal) \(what) the daemon, it cannot reload it (try SIGHUP or SIGRTMIN+3)",
+                message: "\(option): \(signal) \(what); it cannot be the reload signal (try SIGHUP or SIGRTMIN+3)",
                 command: command
             )
         }

@@ -9,19 +9,21 @@ package struct StatusClient: Sendable {
     package var lines: @Sendable (RuntimeStatus) -> [(label: String, value: String)]
 
     /// Prints the status; returns 0, or 2 when there is no daemon: no status file, or one whose
-    /// process is gone (killed, crashed) or is not the daemon that wrote it.
+    /// process is gone (stopped, killed, crashed) or is not the daemon that wrote it. A file
+    /// whose process is gone is still printed, as what its daemon last wrote (text: "not
+    /// running"), and the reason goes to stderr: nothing it holds (`previousShutdownClean`,
+    /// the last reload) is lost to a script.
     package func run(runtimeDirectory: String?, json: Bool) -> Int32 {
         let status: RuntimeStatus
+        let stale: String?
         do {
             let directory: TrustedDirectory
             (directory, status) = try directories.runtimeForClient(runtimeDirectory)
-            if let stale = Self.notRunning(
+            stale = Self.notRunning(
                 status,
                 file: directory.path(of: RuntimeStatus.fileName),
                 directoryOwner: directory.owner
-            ) {
-                throw ControlClientError("no running \(name): \(stale)")
-            }
+            )
         } catch {
             output.error("\(name) status: \(error)")
             return 2
@@ -33,10 +35,12 @@ package struct StatusClient: Sendable {
                 output.error("\(name) status: cannot encode the status: \(error)")
                 return 2
             }
-            return 0
+        } else {
+            output.print(text(status, running: stale == nil))
         }
-        output.print(text(status))
-        return 0
+        guard let stale else { return 0 }
+        output.error("\(name) status: no running \(name): \(stale)")
+        return 2
     }
 
     /// Why the process `file` describes is not the daemon that wrote it, or `nil` when it is
@@ -50,10 +54,14 @@ package struct StatusClient: Sendable {
         processOwner: (Int32) -> uid_t? = ReloadClient.processOwner
     ) -> String? {
         let pid = status.pid
-        guard pid > 1 else { return "\(file) names pid \(pid), not a daemon's" }
+        // Pid 1 is a daemon's own in a PID namespace of its own (PrivatePIDs=); nothing is
+        // signalled here, so it is not refused as `reload` refuses it.
+        guard pid > 0 else { return "\(file) names pid \(pid), not a daemon's" }
         guard kill(pid, 0) == 0 || errno != ESRCH else {
-            return "\(file) describes pid \(pid), which is no longer running (it was killed or crashed: "
-                + "the file says \(DisplayText.quoted(status.state, limit: 16)))"
+            let how =
+                status.state == "stopped"
+                ? "it stopped" : "it was killed or crashed while \(DisplayText.quoted(status.state, limit: 16))"
+            return "\(file) describes pid \(pid), which is no longer running (\(how))"
         }
         if let actual = startTime(pid), let recorded = status.processStartTime, actual != recorded {
             return "\(file) describes pid \(pid), which is no longer running (another process has that pid now)"
@@ -67,7 +75,7 @@ package struct StatusClient: Sendable {
 
     /// The human-readable status: the library's lines with the daemon's after `last reload`.
     /// Everything that came from the file has its control characters escaped.
-    package func text(_ status: RuntimeStatus) -> String {
+    package func text(_ status: RuntimeStatus, running: Bool = true) -> String {
         func line(_ label: String, _ value: String) -> String {
             let label = DisplayText.escapingControlCharacters(label) + ":"
             let padding = String(repeating: " ", count: max(1, 16 - label.count))
@@ -75,14 +83,17 @@ package struct StatusClient: Sendable {
         }
         let reload = status.lastReload.map { "\($0.result)" + ($0.reason.map { ": \($0)" } ?? "") } ?? "none"
         var text = [
-            "\(name) pid \(status.pid): \(DisplayText.escapingControlCharacters(status.state)), configuration generation \(status.generation)",
+            "\(name) pid \(status.pid): "
+                + (running ? "" : "not running; last written: ")
+                + "\(DisplayText.escapingControlCharacters(status.state)), configuration generation \(status.generation)",
             line("last reload", reload),
         ]
         text += lines(status).map { line($0.label, $0.value) }
-        text += [
-            line("uptime", "\(status.uptimeSeconds) s"),
-            line("previous stop", status.previousShutdownClean ? "clean" : "UNCLEAN (crash, kill -9 or power loss)"),
-        ]
+        // Not running: no uptime (counted from the start to now, it would grow for a dead daemon).
+        if running { text.append(line("uptime", "\(status.uptimeSeconds) s")) }
+        text.append(
+            line("previous stop", status.previousShutdownClean ? "clean" : "UNCLEAN (crash, kill -9 or power loss)")
+        )
         return text.joined(separator: "\n")
     }
 }

@@ -117,6 +117,11 @@ import VigilTesting
                 == .run(config: nil, stateDirectory: nil, runtimeDirectory: nil, reloadSignal: .sighup)
         )
         #expect(try DaemonInvocation.parse(["status", "--json"]) == .status(runtimeDirectory: nil, json: true))
+        // SIGUSR1 as the reload signal takes over from the user signal (ReloadSignal=SIGUSR1).
+        #expect(
+            try DaemonInvocation.parse(["run", "--reload-signal", "SIGUSR1"])
+                == .run(config: nil, stateDirectory: nil, runtimeDirectory: nil, reloadSignal: .sigusr1)
+        )
         #expect(try DaemonInvocation.parse(["check-config", "--", "--odd"]) == .checkConfig(file: "--odd"))
         #expect(
             try DaemonInvocation.parse(["reload", "--pid=-1"])
@@ -132,12 +137,13 @@ import VigilTesting
         (["run", "--reload-signal=HUP\u{1b}[2J"], "--reload-signal: 'HUP\\u{1b}[2J' is not a signal name"),
         (["status", "--json=yes"], "'--json' takes no value"),
         (["reload", "--signal", "9"], "--signal: '9' is not a signal name"),
-        (["reload", "--signal", "TERM"], "--signal: SIGTERM stops the daemon, it cannot reload it"),
-        (["reload", "--signal", "3"], "--signal: SIGQUIT kills the daemon, it cannot reload it"),
+        (["reload", "--signal", "TERM"], "--signal: SIGTERM stops the daemon; it cannot be the reload signal"),
+        (["reload", "--signal", "3"], "--signal: SIGQUIT makes a process dump core; it cannot be the reload signal"),
+        (["reload", "--signal", "ALRM"], "--signal: SIGALRM ends a process; it cannot be the reload signal"),
         (["run", "--reload-signal", "19"], "--reload-signal: '19' is not a signal name"),
         (["run", "--reload-signal", "32"], "--reload-signal: '32' is not a signal name"),
-        (["run", "--reload-signal", "SIGTERM"], "--reload-signal: SIGTERM stops the daemon, it cannot reload it"),
-        (["run", "--reload-signal", "usr1"], "--reload-signal: SIGUSR1 is a user signal of the daemon, it cannot"),
+        (["run", "--reload-signal", "SIGTERM"], "--reload-signal: SIGTERM stops the daemon; it cannot be the reload"),
+        (["run", "--reload-signal", "SIGTSTP"], "--reload-signal: SIGTSTP stops a process; it cannot be the reload"),
     ])
     func aBadValueIsAUsageErrorNamingTheOptionAndTheValue(arguments: [String], message: String) async {
         let outcome = await Self.execute(arguments)

@@ -367,8 +367,9 @@ import VigilTesting
     }
 
     /// Before: after `kill -9` the file still said "running", with an uptime that kept growing,
-    /// and `status` exited 0. Now a file whose process is gone, or is another process, or runs as
-    /// someone else than the directory's owner, means no daemon: exit 2, nothing on stdout.
+    /// and `status` exited 0. Now a file whose process is gone or is another process means no
+    /// daemon: exit 2 with the reason, and the file still printed as what was last written (a
+    /// script keeps `previousShutdownClean` and the last reload).
     @Test func aStatusFileWhoseProcessIsGoneMeansNoDaemon() async throws {
         let runtime = VigildBinary.temporaryDirectory()
         let gone = try DaemonProcess(executable: "/bin/true")
@@ -378,7 +379,11 @@ import VigilTesting
         for (file, reason) in [
             (
                 Self.statusJSON(pid: gone.pid, startTime: 1),
-                "describes pid \(gone.pid), which is no longer running (it was killed or crashed: the file says \"running\")"
+                "describes pid \(gone.pid), which is no longer running (it was killed or crashed while \"running\")"
+            ),
+            (
+                Self.statusJSON(pid: gone.pid, startTime: 1, state: "stopped"),
+                "describes pid \(gone.pid), which is no longer running (it stopped)"
             ),
             (
                 Self.statusJSON(pid: standIn.pid, startTime: actual + 1),
@@ -386,11 +391,19 @@ import VigilTesting
             ),
         ] {
             TextFile.write(runtime + "/status.json", file)
-            for command in [["status"], ["status", "--json"]] {
-                let outcome = try await Self.client(command + ["--runtime-directory", runtime])
-                #expect(outcome.status == 2, "\(command): \(outcome.output)")
-                #expect(outcome.output == "vigild status: no running vigild: \(runtime)/status.json \(reason)\n")
-            }
+            let error = "vigild status: no running vigild: \(runtime)/status.json \(reason)\n"
+            let text = try await Self.client(["status", "--runtime-directory", runtime])
+            #expect(text.status == 2, "\(text.output)")
+            #expect(text.output.hasSuffix(error), "\(text.output)")
+            #expect(text.output.contains(": not running; last written: "), "\(text.output)")
+            #expect(!text.output.contains("uptime"), "no uptime for a daemon that is gone")
+            let json = try await Self.client(["status", "--runtime-directory", runtime, "--json"])
+            #expect(json.status == 2, "\(json.output)")
+            #expect(json.output.hasSuffix(error), "\(json.output)")
+            #expect(
+                json.output.contains("\"previousShutdownClean\": true"),
+                "the JSON is still printed: \(json.output)"
+            )
         }
         try await Self.stop(standIn)
     }
@@ -414,12 +427,14 @@ import VigilTesting
         )
     }
 
-    @Test func escapingCoversBidirectionalFormattingCharacters() {
-        #expect(DisplayText.escapingControlCharacters("a\u{202E}b\u{2066}c\u{200F}") == #"a\u{202e}b\u{2066}c\u{200f}"#)
+    @Test func escapingCoversBidirectionalOverridesEmbeddingsAndIsolates() {
+        #expect(
+            DisplayText.escapingControlCharacters("a\u{202E}b\u{2066}c\u{200F}") == #"a\u{202e}b\u{2066}c"# + "\u{200F}"
+        )
         #expect(DisplayText.quoted("x\u{202E}y") == #""x\u{202e}y""#)
         #expect(
-            DisplayText.escapingControlCharacters("مرحبا עברית") == "مرحبا עברית",
-            "right-to-left text itself stays"
+            DisplayText.escapingControlCharacters("مرحبا\u{61C} עברית\u{200F}") == "مرحبا\u{61C} עברית\u{200F}",
+            "right-to-left text and its marks stay"
         )
     }
 
@@ -490,6 +505,46 @@ struct DaemonProofTests {
         } catch {
             return error.description
         }
+    }
+
+    /// `status` applies the owner check too, and takes pid 1 (a daemon in a PID namespace of
+    /// its own) as it is: it signals nothing.
+    @Test func statusChecksTheOwnerAndTakesPidOne() {
+        let me = getpid()
+        var mine = status
+        mine.pid = me
+        #expect(
+            StatusClient.notRunning(
+                mine,
+                file: "s",
+                directoryOwner: 7,
+                startTime: { _ in 77 },
+                processOwner: { _ in 7 }
+            ) == nil
+        )
+        #expect(
+            StatusClient.notRunning(
+                mine,
+                file: "s",
+                directoryOwner: 7,
+                startTime: { _ in 77 },
+                processOwner: { _ in 0 }
+            )
+                == "s names pid \(me), which runs as uid 0, not as the directory's owner (uid 7)"
+        )
+        var first = status
+        first.pid = 1
+        #expect(
+            StatusClient.notRunning(
+                first,
+                file: "s",
+                directoryOwner: 0,
+                startTime: { _ in nil },
+                processOwner: { _ in 0 }
+            ) == nil
+        )
+        first.pid = 0
+        #expect(StatusClient.notRunning(first, file: "s", directoryOwner: 0) == "s names pid 0, not a daemon's")
     }
 
     @Test func aVisibleProcessMustRunAsTheDirectorysOwner() {
