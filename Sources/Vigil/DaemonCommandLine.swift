@@ -69,7 +69,7 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
     public func main(_ makeDaemon: @escaping @Sendable (DaemonOptions) async throws -> Daemon) async -> Never {
         // `CommandLine.arguments` repairs bytes that are not UTF-8 (U+FFFD), so a path in another
         // encoding would name another file: refused instead, as a usage error.
-        for index in 1..<Int(CommandLine.argc) {
+        for index in 1..<max(1, Int(CommandLine.argc)) {
             guard let argument = CommandLine.unsafeArgv[index], String(validatingCString: argument) == nil else {
                 continue
             }

@@ -70,7 +70,7 @@ public enum DisplayText {
     }
 
     /// `text` with each control character (C0, DEL, C1, the line and paragraph separators, and
-    /// the bidirectional formatting characters) written as an escape (`\n`, `\t`, `\u{1b}`,
+    /// the bidirectional embeddings, overrides and isolates) written as an escape (`\n`, `\t`, `\u{1b}`,
     /// `\u{202e}`), and nothing else changed.
     public static func escapingControlCharacters(_ text: String) -> String {
         guard text.unicodeScalars.contains(where: isControl) else { return text }
@@ -85,12 +85,14 @@ public enum DisplayText {
             || scalar.value == 0x2029 || isBidirectionalControl(scalar)
     }
 
-    /// Unicode's bidirectional formatting characters (UAX #9: the marks, embeddings, overrides
-    /// and isolates): invisible, and they reorder the text after them on a terminal, so that
-    /// `status` output or a log line could show something else than it holds.
+    /// Unicode's bidirectional embeddings, overrides and isolates (U+202A–U+202E,
+    /// U+2066–U+2069; UAX #9): invisible, and they reorder the text after them on a terminal,
+    /// so that `status` output or a log line could show something else than it holds ("Trojan
+    /// Source"). The marks (U+200E, U+200F, U+061C) only settle the direction of neutral
+    /// characters, and right-to-left text uses them: they stay.
     public static func isBidirectionalControl(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.value {
-        case 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: true
+        case 0x202A...0x202E, 0x2066...0x2069: true
         default: false
         }
     }

@@ -151,21 +151,17 @@ public struct NotifyMessage: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Whether the UTF-8 of a string holds one of the scalars ``isControl(_:)`` names: a C0
-    /// control or DEL (one byte), a C1 control (`C2 80` … `C2 9F`), or U+2028 or U+2029
-    /// (`E2 80 A8`, `E2 80 A9`). Byte by byte, without decoding scalars.
+    /// control or DEL (one byte), a C1 control (`C2 80` … `C2 9F`), U+2028 to U+202E (`E2 80 A8`
+    /// … `E2 80 AE`: the separators, embeddings and overrides) or U+2066 to U+2069 (`E2 81 A6`
+    /// … `E2 81 A9`: the isolates). Byte by byte, without decoding scalars.
     package static func containsControl(_ utf8: String.UTF8View) -> Bool {
         var previous: UInt8 = 0
         var beforePrevious: UInt8 = 0
         for byte in utf8 {
             if byte < 0x20 || byte == 0x7F { return true }
             if previous == 0xC2 && byte >= 0x80 && byte <= 0x9F { return true }
-            if beforePrevious == 0xE2 && previous == 0x80
-                && (byte == 0xA8 || byte == 0xA9 || byte == 0x8E || byte == 0x8F || (0xAA...0xAE).contains(byte))
-            {
-                return true
-            }
+            if beforePrevious == 0xE2 && previous == 0x80 && (0xA8...0xAE).contains(byte) { return true }
             if beforePrevious == 0xE2 && previous == 0x81 && (0xA6...0xA9).contains(byte) { return true }
-            if previous == 0xD8 && byte == 0x9C { return true }
             beforePrevious = previous
             previous = byte
         }
@@ -173,10 +169,10 @@ public struct NotifyMessage: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// C0 and C1 controls, DEL, the Unicode line and paragraph separators, and the
-    /// bidirectional formatting characters (U+061C, U+200E/F, U+202A–E, U+2066–9).
+    /// bidirectional embeddings, overrides and isolates (U+202A–E, U+2066–9).
     private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.value {
-        case 0x2028, 0x2029, 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: true
+        case 0x2028...0x202E, 0x2066...0x2069: true
         default: scalar.properties.generalCategory == .control
         }
     }

@@ -103,9 +103,8 @@ package final class JournalSocket: Sendable {
                     // made anew at the path (its socket unit restarted while the old socket
                     // was held open). A new socket of ours, since what the old peer queued
                     // still counts against this one's send buffer.
-                    guard state.peer != nil, FileIdentity(path) != state.peer, let fresh = Self.open(path) else {
-                        return outcome
-                    }
+                    guard let peer = state.peer, let now = FileIdentity(path), now != peer, let fresh = Self.open(path)
+                    else { return outcome }
                     state.socket = fresh
                     connect(&state)
                     return state.connected ? fresh.sendConnected(bytes) : fresh.send(bytes)

@@ -196,10 +196,9 @@ struct EscapedLine {
             guard index < text.count else { break }
             let byte = text[index]
             // Every character to escape starts with one of these bytes: C0 and DEL, the
-            // backslash, 0xC2 (C1 controls, U+0080–U+009F), 0xD8 (U+061C), 0xE2 (U+2028,
-            // U+2029 and the other bidirectional formatting characters).
-            guard byte < 0x20 || byte == 0x5C || byte == 0x7F || byte == 0xC2 || byte == 0xD8 || byte == 0xE2
-            else {
+            // backslash, 0xC2 (C1 controls, U+0080–U+009F), 0xE2 (U+2028, U+2029, and the
+            // bidirectional embeddings, overrides and isolates).
+            guard byte < 0x20 || byte == 0x5C || byte == 0x7F || byte == 0xC2 || byte == 0xE2 else {
                 index += 1
                 continue
             }
@@ -208,11 +207,9 @@ struct EscapedLine {
             switch byte {
             case 0xC2 where index + 1 < text.count && text[index + 1] < 0xA0:
                 (scalar, width) = (UInt32(text[index + 1]), 2)
-            case 0xD8 where index + 1 < text.count && text[index + 1] == 0x9C:
-                (scalar, width) = (0x061C, 2)
             case 0xE2 where index + 2 < text.count && Self.isEscapedAfterE2(text[index + 1], text[index + 2]):
                 (scalar, width) = (0x2000 | UInt32(text[index + 1] & 0x3F) << 6 | UInt32(text[index + 2] & 0x3F), 3)
-            case 0xC2, 0xD8, 0xE2:
+            case 0xC2, 0xE2:
                 index += 1
                 continue
             default:
@@ -228,11 +225,11 @@ struct EscapedLine {
         return true
     }
 
-    /// Whether `E2 second third` is U+2028 or U+2029, or one of the bidirectional formatting
-    /// characters there (U+200E, U+200F, U+202A–U+202E, U+2066–U+2069).
+    /// Whether `E2 second third` is U+2028 or U+2029, or one of the bidirectional embeddings,
+    /// overrides and isolates (U+202A–U+202E, U+2066–U+2069).
     private static func isEscapedAfterE2(_ second: UInt8, _ third: UInt8) -> Bool {
         switch (second, third) {
-        case (0x80, 0x8E), (0x80, 0x8F), (0x80, 0xA8...0xAE), (0x81, 0xA6...0xA9): true
+        case (0x80, 0xA8...0xAE), (0x81, 0xA6...0xA9): true
         default: false
         }
     }

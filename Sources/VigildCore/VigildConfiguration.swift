@@ -106,7 +106,8 @@ package struct VigildConfiguration: ValidatedConfiguration {
         guard !heartbeat.message.unicodeScalars.contains(where: DisplayText.isControl) else {
             throw InvalidValue(
                 ["heartbeat", "message"],
-                "must not contain control characters such as line breaks, tabs or escapes "
+                "must not contain control characters such as line breaks, tabs or escapes, "
+                    + "nor bidirectional overrides (U+202A–U+202E, U+2066–U+2069) "
                     + "(found \(DisplayText.quoted(heartbeat.message)))"
             )
         }

@@ -44,8 +44,7 @@ import VigilLifecycle
         for value in UInt32(0)..<0x3000 {
             guard let scalar = Unicode.Scalar(value) else { continue }
             let bidirectional =
-                [0x061C, 0x200E, 0x200F].contains(value) || (0x202A...0x202E).contains(value)
-                || (0x2066...0x2069).contains(value)
+                (0x202A...0x202E).contains(value) || (0x2066...0x2069).contains(value)
             let control =
                 scalar.properties.generalCategory == .control || value == 0x2028 || value == 0x2029 || bidirectional
             let alone = String(Character(scalar))

@@ -58,7 +58,7 @@ import VigildCore
         )
         #expect(
             reason(#"{"heartbeat": {"message": "a\nPRIORITY=0"}}"#)
-                == #"heartbeat.message: must not contain control characters such as line breaks, tabs or escapes (found "a\nPRIORITY=0")"#
+                == #"heartbeat.message: must not contain control characters such as line breaks, tabs or escapes, nor bidirectional overrides (U+202A–U+202E, U+2066–U+2069) (found "a\nPRIORITY=0")"#
         )
     }
 

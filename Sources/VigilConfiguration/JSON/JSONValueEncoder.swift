@@ -53,7 +53,11 @@ package enum JSONValueEncoder {
 
         func member(_ key: String) -> Node {
             var members: [(String, Node)] = []
-            if case .object(let existing) = content { members = existing }
+            if case .object(let existing) = content {
+                members = existing
+            } else {
+                memberIndex = [:]  // an encode(to:) that left the object and came back starts anew
+            }
             // Leaves `members` the only reference, so appending to it copies nothing.
             content = .empty
             defer { content = .object(members) }
