@@ -513,25 +513,17 @@ struct DaemonProofTests {
         let me = getpid()
         var mine = status
         mine.pid = me
-        #expect(
+        let runningAs = { (user: uid_t) in
             StatusClient.notRunning(
                 mine,
                 file: "s",
                 directoryOwner: 7,
                 startTime: { _ in 77 },
-                processOwner: { _ in 7 }
-            ) == nil
-        )
-        #expect(
-            StatusClient.notRunning(
-                mine,
-                file: "s",
-                directoryOwner: 7,
-                startTime: { _ in 77 },
-                processOwner: { _ in 0 }
+                processOwner: { _ in user }
             )
-                == "s names pid \(me), which runs as uid 0, not as the directory's owner (uid 7)"
-        )
+        }
+        #expect(runningAs(7) == nil)
+        #expect(runningAs(0) == "s names pid \(me), which runs as uid 0, not as the directory's owner (uid 7)")
         var first = status
         first.pid = 1
         #expect(
