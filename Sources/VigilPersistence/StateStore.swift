@@ -90,6 +90,24 @@ public final class StateStore: Sendable {
         }
     }
 
+    /// A state file that could not be read for a reason that passes; it was left as it is.
+    public struct Unreadable: Error, CustomStringConvertible {
+        public let path: String
+        /// The failed read.
+        public let cause: SystemError
+        public var description: String {
+            let hint =
+                cause.errno == EAGAIN
+                ? " (another process holds a lease or lock on it: end that process)" : ""
+            return DisplayText.escapingControlCharacters(
+                "cannot read the state file \(path) now: \(cause.reason)\(hint); it was left as it is, start again once it reads"
+            )
+        }
+    }
+
+    /// The read errors after which the file is left in place and the open fails.
+    static let passingErrors: Set<Int32> = [EAGAIN, EWOULDBLOCK, EINTR, EIO, EMFILE, ENFILE, ENOMEM]
+
     /// A key ``StateStore/set(_:forKey:)`` cannot store: `formatVersion` (the file's own), or
     /// one the file's reader would refuse.
     public struct InvalidKey: Error, Hashable, Sendable, CustomStringConvertible {
@@ -176,7 +194,9 @@ public final class StateStore: Sendable {
     /// parse is moved aside to `<path>.corrupt-<n>` (never overwritten) and the store starts
     /// empty; ``restored`` says so and why.
     ///
-    /// - Throws: ``NewerFormat`` for a file from a newer, incompatible version.
+    /// - Throws: ``NewerFormat`` for a file from a newer, incompatible version; ``Unreadable``,
+    ///   leaving the file as it is, when reading failed for a reason that passes (`EAGAIN`:
+    ///   another process holds a lease or lock on it; `EIO`, `EMFILE`, `ENFILE`, `ENOMEM`).
     public init(path: String) throws {
         self.path = path
         try FileSystem.remove(FileSystem.temporaryName(for: path))
@@ -193,6 +213,10 @@ public final class StateStore: Sendable {
             restored.keys = contents.entries.count
         } catch let error as SystemError where error.errno == ENOENT {
             // No file: a first start.
+        } catch let error as SystemError where Self.passingErrors.contains(error.errno) {
+            // The file may well be sound: moving it aside would start from empty state for a
+            // condition that passes (a lease or lock another process holds, no descriptors).
+            throw Unreadable(path: path, cause: error)
         } catch let error as SystemError {
             problem = error.reason
         } catch let error as InvalidFile {

@@ -13,6 +13,39 @@ private func validCount(_ counter: Counter) throws(InvalidValue) {
 }
 
 @Suite struct StateSafetyTests {
+    /// Before: a write lease another process held on state.json (the open fails with EAGAIN)
+    /// counted as corruption: the file was moved aside and the daemon started from empty state.
+    /// Now the open fails, the file stays, and a later open reads it.
+    @Test func aFileThatCannotBeReadForNowIsLeftInPlace() async throws {
+        let directory = temporaryDirectory()
+        let path = directory + "/state.json"
+        writeFile(path, #"{"formatVersion": 1, "heartbeat": {"count": 5000}}"#)
+        let ready = directory + "/leased"
+        // A real other process holds the lease (a lease is broken only by other processes).
+        let holder = try DaemonProcess(
+            executable: "/usr/bin/python3",
+            arguments: [
+                "-c",
+                // F_SETLEASE (1024) with F_WRLCK: an open by anyone else is refused (EAGAIN) for
+                // a non-blocking open, and held back otherwise.
+                "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY); "
+                    + "fcntl.fcntl(fd, 1024, fcntl.F_WRLCK); open(sys.argv[2], 'w').close(); time.sleep(60)",
+                path, ready,
+            ]
+        )
+        try await poll(until: "the lease is held") { access(ready, F_OK) == 0 }
+        let error = #expect(throws: StateStore.Unreadable.self) { try StateStore(path: path) }
+        #expect(
+            error?.description.contains("another process holds a lease or lock on it") == true,
+            "\(String(describing: error))"
+        )
+        #expect(access(path + ".corrupt-1", F_OK) != 0, "nothing was moved aside")
+        holder.send(SIGKILL)
+        _ = try await holder.waitForExit()
+        let store = try StateStore(path: path)
+        #expect(try store.value(Counter.self, forKey: "heartbeat") == Counter(count: 5000))
+    }
+
     @Test func parseIsPureAndReportsWhereAndWhat() throws {
         #expect(try StateStore.parse(Array(#"{"formatVersion": 1, "a": 1, "b": [2]}"#.utf8)).keys == ["a", "b"])
         let cases: [(String, String)] = [
