@@ -148,6 +148,7 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
             }
             let status = options.status
             status.track(daemon.listeners)
+            status.report(to: options.logging.logger)
             daemon.startupCommands.insert(
                 StartupStep("create \(runtime.path)") { _ in
                     status.use(try TrustedDirectory.create(runtime.path, privateToCaller: runtime.privateToCaller))

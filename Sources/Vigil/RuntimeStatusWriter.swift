@@ -1,3 +1,4 @@
+import Logging
 import Synchronization
 import VigilLifecycle
 import VigilPlatform
@@ -26,6 +27,9 @@ public final class RuntimeStatusWriter: LifecycleObserver {
         var history: (any ShutdownHistory)?
         /// The write that `deferral` after an event will make, if one is due.
         var pending: Task<Void, Never>?
+        /// Where a failed write is reported (the daemon's logger), and whether the last failed.
+        var logger: Logger?
+        var failing = false
     }
 
     private let state: Mutex<State>
@@ -117,6 +121,12 @@ public final class RuntimeStatusWriter: LifecycleObserver {
         state.withLock { $0.history = history }
     }
 
+    /// Reports failed writes to `logger`: one error when writing starts to fail, one notice
+    /// when it works again (`DaemonCommandLine` passes the daemon's).
+    package func report(to logger: Logger) {
+        state.withLock { $0.logger = logger }
+    }
+
     /// Writes into `directory` from now on.
     package func use(_ directory: TrustedDirectory) {
         state.withLock { $0.directory = directory }
@@ -157,7 +167,25 @@ public final class RuntimeStatusWriter: LifecycleObserver {
             state.status.daemonMembers = members
             guard let directory = state.directory else { return }
             // Runtime status lives on tmpfs: atomic rename, no fsync.
-            try? directory.writeAtomically(JSONWriter.bytes(state.status.document()), to: RuntimeStatus.fileName)
+            do {
+                try directory.writeAtomically(JSONWriter.bytes(state.status.document()), to: RuntimeStatus.fileName)
+                if state.failing {
+                    state.failing = false
+                    state.logger?.notice(
+                        "The runtime status file \(directory.path(of: RuntimeStatus.fileName)) is written again"
+                    )
+                }
+            } catch {
+                // Once per run of failures: `status` and `reload` read this file, and without it
+                // a reload that was applied looks unanswered.
+                if !state.failing {
+                    state.failing = true
+                    let file = directory.path(of: RuntimeStatus.fileName)
+                    state.logger?.error(
+                        "Cannot write the runtime status file \(file): \(error); 'status' shows stale data and 'reload' reports no answer until it can (a full /run, a directory planted at status.json.tmp?)"
+                    )
+                }
+            }
         }
     }
 }

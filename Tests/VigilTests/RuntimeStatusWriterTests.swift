@@ -1,4 +1,6 @@
 import Glibc
+import InMemoryLogging
+import Logging
 import Testing
 import Vigil
 import VigilLifecycle
@@ -69,6 +71,42 @@ import VigilTesting
         #expect(status.lastReload?.reason == "configuration: bad port")
         #expect((status.lastReload?.beganMonotonicUsec ?? 0) >= began)
         #expect(writer.pendingWrite == nil)
+    }
+
+    /// Before: a failed write was dropped without a word, and `reload` then reported no answer
+    /// for a reload that was applied. Now the first failure is an error entry, and the recovery
+    /// a notice.
+    @Test func aWriteThatFailsIsLoggedOnceAndItsRecoveryToo() throws {
+        let scratch = try Scratch()
+        let planted = scratch.path + "/" + RuntimeStatus.fileName + ".tmp"
+        defer {
+            unlink(planted + "/x")
+            rmdir(planted)
+            scratch.remove()
+        }
+        let handler = InMemoryLogHandler()
+        let writer = RuntimeStatusWriter(deferral: .seconds(3600))
+        writer.report(to: Logger(label: "t") { _ in handler })
+        mkdir(planted, 0o700)
+        TextFile.write(planted + "/x", "a directory where the temporary file goes")
+        writer.use(scratch.directory)
+        writer.observe(.started(generation: 1, timeToReady: .milliseconds(1)))
+        writer.observe(.userSignal(.sigusr2))
+        writer.update()
+        let errors = handler.entries.filter { $0.level == .error }
+        #expect(errors.count == 1, "\(handler.entries)")
+        #expect(
+            errors.first?.message.description.hasPrefix(
+                "Cannot write the runtime status file \(scratch.path)/status.json: "
+            ) == true
+        )
+        #expect(scratch.status == nil)
+        unlink(planted + "/x")
+        rmdir(planted)
+        writer.update()
+        #expect(scratch.status?.state == "running")
+        #expect(handler.entries.last?.level == .notice)
+        #expect(handler.entries.last?.message.description.hasSuffix("is written again") == true)
     }
 
     @Test func aFailedStartIsWrittenAtOnce() throws {
