@@ -114,7 +114,7 @@ private final class NotifyConnection: Sendable {
     let address: String
     private let socket: DatagramSocket
     private let queue = Mutex(Queue())
-    /// More than this many waiting datagrams: systemd is not reading at all. Keep the first.
+    /// More than this many waiting datagrams: systemd is not reading at all. Keep the newest.
     private static let maximumBacklog = 256
 
     private init(address: String, socket: DatagramSocket) {
@@ -134,9 +134,19 @@ private final class NotifyConnection: Sendable {
                 case .failed(let code): return (code, false)
                 case .wouldBlock: break
                 }
-            } else if (text == "WATCHDOG=1" && descriptor == nil) || queue.waiting.count >= Self.maximumBacklog {
-                if let descriptor { close(descriptor) }
+            } else if text == "WATCHDOG=1" && descriptor == nil {
                 return (nil, false)
+            } else if queue.waiting.count >= Self.maximumBacklog {
+                // Keep the newest: the state systemd should end up with (the last READY=1, say)
+                // comes last. The oldest waiting datagram without a descriptor goes, never the
+                // first (the sender may be sending it); with none, the new one goes.
+                guard
+                    let oldest = queue.waiting.indices.dropFirst().first(where: { queue.waiting[$0].descriptor == nil })
+                else {
+                    if let descriptor { close(descriptor) }
+                    return (nil, false)
+                }
+                queue.waiting.remove(at: oldest)
             }
             queue.waiting.append(Pending(text: text, descriptor: descriptor))
             let start = !queue.senderRunning

@@ -274,6 +274,33 @@ extension NotifierTests {
         #expect(try await probe.process.waitForExit() == 0)
     }
 
+    /// Before: past 256 waiting datagrams the newest were dropped, so a reload storm under a
+    /// stalled manager could end on RELOADING=1 and the unit stay "reloading". Now the oldest
+    /// waiting ones go: whatever is lost, the last notification arrives, after the others.
+    @Test func aFullBacklogKeepsTheNewestNotification() async throws {
+        let queueLength =
+            Int(TextFile.read("/proc/sys/net/unix/max_dgram_qlen")?.split(separator: "\n").first ?? "") ?? 512
+        let count = queueLength + 256 + 400
+        let peer = try StalledPeer()
+        let probe = try NotifyProbe(
+            ["burst=\(count)", "send=READY=1", "drain"],
+            environment: ["NOTIFY_SOCKET": peer.path]
+        )
+        _ = try await probe.reports(2)
+        var received: [String] = []
+        while received.last != "READY=1", let datagram = peer.receive() {
+            received.append(String(decoding: datagram, as: UTF8.self))
+        }
+        #expect(received.last == "READY=1", "the newest notification arrives")
+        #expect(received.count < count + 1, "some were dropped: \(received.count)")
+        let numbers = received.dropLast().compactMap { Int($0.dropFirst("STATUS=".count)) }
+        #expect(numbers.count == received.count - 1 && numbers == numbers.sorted(), "in order")
+        #expect(numbers.first == 0, "the first sent arrives too")
+        let drain = try await probe.reports(3).last
+        #expect(drain == "drained", "the probe's queue: \(drain ?? "no report")")
+        #expect(try await probe.process.waitForExit() == 0)
+    }
+
     /// `FDSTORE=1` behind a full queue waits in order with a duplicate of the descriptor, so
     /// the caller neither blocks (`sd_pid_notify_with_fds` would, in a blocking `sendmsg`) nor
     /// has to keep the socket open until systemd takes it.
