@@ -52,6 +52,7 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
 
     public func start(context: ListenerContext) async throws {
         try FileSystem.makeDirectories(FileSystem.parent(of: path))
+        try StateStore.checkOwnership(of: FileSystem.parent(of: path))
         let store = try StateStore(path: path)
         if let aside = store.restored.movedAside, let problem = store.restored.problem {
             context.logger.warning(

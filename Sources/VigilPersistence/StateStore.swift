@@ -105,6 +105,34 @@ public final class StateStore: Sendable {
         }
     }
 
+    /// The state directory must be the daemon's: owned by it or root, and not writable by
+    /// others, or another local user could plant state or a directory at the temporary name
+    /// (every checkpoint, and so the stop, would fail). A symbolic link to it is fine
+    /// (`DynamicUser=` makes `/var/lib/<name>` one); what it leads to is checked.
+    package static func checkOwnership(of directory: String) throws(SystemError) {
+        var info = stat()
+        guard stat(directory, &info) == 0 else {
+            throw SystemError(path: directory, operation: "check the state directory", errno: errno)
+        }
+        let caller = geteuid()
+        if info.st_uid != caller && info.st_uid != 0 {
+            throw SystemError(
+                path: directory,
+                operation: "use as the state directory",
+                errno: EPERM,
+                detail: "it is owned by uid \(info.st_uid), not by this process (uid \(caller)) or root"
+            )
+        }
+        if info.st_mode & S_IWOTH != 0 {
+            throw SystemError(
+                path: directory,
+                operation: "use as the state directory",
+                errno: EPERM,
+                detail: "anyone may write in it (mode \(String(info.st_mode & 0o7777, radix: 8))); chmod o-w it"
+            )
+        }
+    }
+
     /// The read errors after which the file is left in place and the open fails.
     static let passingErrors: Set<Int32> = [EAGAIN, EWOULDBLOCK, EINTR, EIO, EMFILE, ENFILE, ENOMEM]
 

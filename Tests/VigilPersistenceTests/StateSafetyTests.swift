@@ -13,6 +13,29 @@ private func validCount(_ counter: Counter) throws(InvalidValue) {
 }
 
 @Suite struct StateSafetyTests {
+    /// Before: a state directory anyone could write in (or another user's) was used as it
+    /// was: a planted state.json was restored, a planted state.json.tmp/ made every checkpoint
+    /// fail. Now the listener's start fails naming the directory and what is wrong.
+    @Test func aStateDirectoryOthersCanWriteInIsRefused() throws {
+        let directory = temporaryDirectory()
+        chmod(directory, 0o777)
+        let error = #expect(throws: SystemError.self) { try StateStore.checkOwnership(of: directory) }
+        #expect(
+            error?.description.contains("anyone may write in it (mode 777); chmod o-w it") == true,
+            "\(String(describing: error))"
+        )
+        chmod(directory, 0o700)
+        #expect(throws: Never.self) { try StateStore.checkOwnership(of: directory) }
+        if geteuid() == 0 {
+            chown(directory, 65_534, 65_534)
+            let foreign = #expect(throws: SystemError.self) { try StateStore.checkOwnership(of: directory) }
+            #expect(
+                foreign?.description.contains("it is owned by uid 65534, not by this process (uid 0) or root") == true
+            )
+            chown(directory, 0, 0)
+        }
+    }
+
     /// Before: a write lease another process held on state.json (the open fails with EAGAIN)
     /// counted as corruption: the file was moved aside and the daemon started from empty state.
     /// Now the open fails, the file stays, and a later open reads it.
