@@ -10,7 +10,9 @@ import CVigilEarlySignals
 /// - blocks `SIGHUP`, `SIGINT`, `SIGTERM`, `SIGUSR1`, `SIGUSR2` and every real-time signal
 ///   (`--reload-signal` may name any): an early one waits, queued, until the daemon's
 ///   `ListenerGroup` takes it over and handles it as usual. A real-time signal the daemon does
-///   not own stays pending and does nothing.
+///   not own stays pending and does nothing, but each one queued counts against its user's
+///   `RLIMIT_SIGPENDING`: a flood of them (from the same user, or root) can use that limit up
+///   for the user's other processes (`timer_create` fails) until the daemon exits.
 /// - ignores `SIGPIPE`: a write to a closed pipe (a vanished stderr reader) fails with `EPIPE`
 ///   instead of killing the daemon.
 /// - ignores `SIGXFSZ`: a write past `RLIMIT_FSIZE` fails with `EFBIG` (a failed checkpoint,
