@@ -51,8 +51,9 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
     private var markerPath: String { path + ".running" }
 
     public func start(context: ListenerContext) async throws {
-        try FileSystem.makeDirectories(FileSystem.parent(of: path))
-        try StateStore.checkOwnership(of: FileSystem.parent(of: path))
+        let directory = FileSystem.parent(of: path)
+        try FileSystem.makeDirectories(directory)
+        try StateStore.checkOwnership(of: directory)
         let store = try StateStore(path: path)
         if let aside = store.restored.movedAside, let problem = store.restored.problem {
             context.logger.warning(

@@ -360,7 +360,8 @@ public final class StateStore: Sendable {
     /// - Throws: ``InvalidKey`` for `formatVersion` or a `key` with more than 30 combining marks
     ///   in a row, which the file's reader refuses (comparing or hashing one takes quadratic
     ///   time); for such a key inside `value`, or a value JSON cannot hold (infinity, NaN), an
-    ///   error that names it; or the value's own encoding error. Nothing is stored then, and what was stored before stays.
+    ///   error that names it; or the value's own encoding error. Nothing is stored then, and
+    ///   what was stored before stays.
     public func set<T: Encodable>(_ value: T, forKey key: String) throws {
         guard key != "formatVersion" else {
             throw InvalidKey(key: key, reason: "formatVersion is the state file's own key; choose another")
