@@ -37,7 +37,7 @@ import VigilPlatform
 /// `/var/lib/<name>` for root, `$XDG_STATE_HOME/<name>` or `$HOME/.local/state/<name>` for
 /// others; with none of them `run` fails rather than use a shared directory),
 /// `$RUNTIME_DIRECTORY` (else `/run/<name>` for root, `$XDG_RUNTIME_DIR/<name>` for others).
-/// `run` creates both directories (mode 0700 whatever the umask) and holds an ``InstanceLock``
+/// `run` creates both directories (mode 0700 whatever the umask) and holds an `InstanceLock`
 /// on each for its life: a second daemon on either fails at start naming the first's pid.
 public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable {
     /// The executable's name: in help, messages, default paths and the status file's client.
@@ -386,7 +386,7 @@ private final class HeldLocks: Sendable {
     private let locks = Mutex<[InstanceLock]>([])
 
     /// Creates the runtime and state directories (explicit modes, whatever the umask), takes
-    /// each one's ``InstanceLock`` before anything is written in either, and only then starts
+    /// each one's `InstanceLock` before anything is written in either, and only then starts
     /// the status file. A second daemon on either directory fails here naming the first's pid.
     func takeDirectories(
         runtime: DaemonDirectories.Runtime,

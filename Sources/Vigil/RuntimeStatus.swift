@@ -16,7 +16,7 @@ import VigilPlatform
 /// | `generation` | the configuration generation in force (1 at start, +1 per applied reload) |
 /// | `lastReload` | absent before the first reload; else `result` (`applied` or `rejected`), `reason` (why it was rejected) and `beganMonotonicUsec` (`CLOCK_MONOTONIC` when it began, in µs) |
 /// | `startedAt` | `CLOCK_REALTIME` at start, in seconds since the epoch |
-/// | `previousShutdownClean` | `false` when the daemon's state showed that the previous run did not stop cleanly, `true` when it stopped cleanly; absent while unknown (before the state was read, or for a daemon that keeps no ``ShutdownMarker``) |
+/// | `previousShutdownClean` | `false` when the daemon's state showed that the previous run did not stop cleanly, `true` when it stopped cleanly; absent while unknown (before the state was read, or for a daemon that keeps no `ShutdownMarker`) |
 /// | `daemon` | the daemon's own keys (``RuntimeStatusWriter/addKeys(_:)``), an object of their own: no key of a daemon can collide with the library's |
 ///
 /// Readers ignore keys they do not know. Version 1 (before November 2026) had the daemon's keys
@@ -66,7 +66,7 @@ public struct RuntimeStatus: Sendable, Equatable {
     /// `CLOCK_REALTIME` at start, in seconds since the epoch.
     public var startedAt: Int64
     /// `false` when the daemon's state showed that the previous run did not stop cleanly,
-    /// `true` when it stopped cleanly, `nil` while unknown (see ``ShutdownMarker``).
+    /// `true` when it stopped cleanly, `nil` while unknown (see `ShutdownMarker`).
     public var previousShutdownClean: Bool?
     /// The daemon's own keys, in the order it wrote them.
     package var daemonMembers: [JSONValue.Member] = []

@@ -109,7 +109,7 @@ public final class RuntimeStatusWriter: LifecycleObserver {
     /// The write scheduled after the last event, if it is still due (tests await it).
     package var pendingWrite: Task<Void, Never>? { state.withLock { $0.pending } }
 
-    /// Takes `previousShutdownClean` from the first listener that keeps a ``ShutdownHistory``;
+    /// Takes `previousShutdownClean` from the first listener that keeps a `ShutdownHistory`;
     /// with none it stays unknown.
     package func track(_ listeners: [any Listener]) {
         guard let history = listeners.lazy.compactMap({ $0 as? any ShutdownHistory }).first else { return }

@@ -52,3 +52,16 @@ in_sandbox systemctl stop vigild
 rm -rf "$root/etc/systemd/system/vigild.service.d"
 in_sandbox systemctl daemon-reload
 in_sandbox systemctl clean --what=runtime vigild
+
+# --- item 13: a state file system that is full at start ---
+in_sandbox mkdir -p /var/lib/private/vigild
+in_sandbox mount -t tmpfs -o size=64k,mode=0700 vigil-e2e-full /var/lib/private/vigild
+dd if=/dev/zero of="$root/var/lib/private/vigild/fill" bs=4k 2>/dev/null
+before=$(cursor)
+check "full state file system at start: systemctl start fails" bash -c "! nsenter -t $pid -a systemctl start vigild"
+check "full state file system at start: the start-failed entry says where and ENOSPC" await_entry 10 "$before" \
+  "e.get('MESSAGE_ID') == 'fb2c9dd93cf0458ea1c91bbc63140915' and 'state.json.running.tmp' in e.get('MESSAGE', '') and 'No space left on device' in e.get('MESSAGE', '')"
+in_sandbox systemctl stop vigild
+rm -f "$root/var/lib/private/vigild/fill"
+in_sandbox umount /var/lib/private/vigild
+in_sandbox systemctl reset-failed vigild 2>/dev/null || true
