@@ -37,8 +37,10 @@ import VigilPlatform
 /// `/var/lib/<name>` for root, `$XDG_STATE_HOME/<name>` or `$HOME/.local/state/<name>` for
 /// others; with none of them `run` fails rather than use a shared directory),
 /// `$RUNTIME_DIRECTORY` (else `/run/<name>` for root, `$XDG_RUNTIME_DIR/<name>` for others).
-/// `run` creates both directories (mode 0700 whatever the umask) and holds an `InstanceLock`
-/// on each for its life: a second daemon on either fails at start naming the first's pid.
+/// `run` creates the runtime directory, and the state directory of a daemon that keeps state
+/// (``stateContents`` is set, or a listener keeps a `ShutdownHistory`, as `PersistenceListener`
+/// does), mode 0700 whatever the umask, and holds an `InstanceLock` on each for its life: a
+/// second daemon on either fails at start naming the first's pid.
 public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable {
     /// The executable's name: in help, messages, default paths and the status file's client.
     public var name: String
@@ -50,7 +52,8 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
     /// file (``RuntimeStatus/decode(_:)``); label and value, escaped and aligned by the library.
     public var statusLines: @Sendable (RuntimeStatus) -> [(label: String, value: String)]
     /// What the daemon keeps in its state directory, for `--help` ("state.json, the heartbeat
-    /// count"); `nil` for a daemon that keeps nothing there of its own.
+    /// count"); `nil` for a daemon that keeps nothing there of its own. When set, `run` creates
+    /// and locks the state directory even without a `PersistenceListener`.
     public var stateContents: String?
 
     /// A command line for the daemon `name`, whose configuration is of type `configuration`.
@@ -159,10 +162,13 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
             status.track(daemon.listeners)
             status.report(to: options.logging.logger)
             let locks = HeldLocks()
+            // A daemon keeps state when it says so or keeps a shutdown history (PersistenceListener
+            // does); a stateless one gets no state directory made (its unit may have none).
+            let keepsState = stateContents != nil || daemon.listeners.contains { $0 is any ShutdownHistory }
             // Named after the daemon: its failure reads "Failed to start: NAME cannot use …".
             daemon.startupCommands.insert(
                 StartupStep(name) { _ in
-                    try locks.takeDirectories(runtime: runtime, state: state, status: status)
+                    try locks.takeDirectories(runtime: runtime, state: keepsState ? state : nil, status: status)
                 },
                 at: 0
             )
@@ -382,25 +388,30 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
 }
 
 /// The instance locks of a running daemon's directories, held until the process ends.
-private final class HeldLocks: Sendable {
+package final class HeldLocks: Sendable {
     private let locks = Mutex<[InstanceLock]>([])
 
-    /// Creates the runtime and state directories (explicit modes, whatever the umask), takes
-    /// each one's `InstanceLock` before anything is written in either, and only then starts
-    /// the status file. A second daemon on either directory fails here naming the first's pid.
-    func takeDirectories(
+    package init() {}
+
+    /// Creates the runtime and (for a daemon that keeps state) the state directory (explicit
+    /// modes, whatever the umask), takes each one's `InstanceLock` before anything is written
+    /// in either, and only then starts the status file. A second daemon on either directory
+    /// fails here naming the first's pid.
+    package func takeDirectories(
         runtime: DaemonDirectories.Runtime,
-        state: String,
+        state: String?,
         status: RuntimeStatusWriter
     )
         throws(SystemError)
     {
         let runtimeDirectory = try TrustedDirectory.create(runtime.path, privateToCaller: runtime.privateToCaller)
-        let runtimeLock = try runtimeDirectory.lockInstance()
-        try FileSystem.makeDirectories(state)
-        let stateLock = try InstanceLock.acquire(inDirectoryAt: state, held: runtimeLock)
-        try StateStore.checkOwnership(of: state)
-        locks.withLock { $0 = [runtimeLock, stateLock] }
+        var held = [try runtimeDirectory.lockInstance()]
+        if let state {
+            try FileSystem.makeDirectories(state)
+            held.append(try InstanceLock.acquire(inDirectoryAt: state, held: held[0]))
+            try StateStore.checkOwnership(of: state)
+        }
+        locks.withLock { $0 = held }
         status.use(runtimeDirectory)
     }
 }

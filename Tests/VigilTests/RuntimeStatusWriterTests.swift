@@ -248,4 +248,32 @@ import VigilTesting
         status.processStartTime = nil
         #expect(status.uptimeSeconds == 0, "without a start time, the wall clock, never below 0")
     }
+
+    /// Issue 21 item 3 and issue 23 item 5, as `run` does it: the runtime directory and a
+    /// daemon's state directory are made and locked before the status is written; a stateless
+    /// daemon gets no state directory (its unit may have none, under ProtectSystem=strict).
+    @Test func runsDirectoriesAreMadeAndLockedBeforeTheStatusIsWritten() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let base = scratch.path
+        let writer = RuntimeStatusWriter(deferral: .seconds(3600))
+        let first = HeldLocks()
+        try first.takeDirectories(runtime: .init(path: base + "/run"), state: nil, status: writer)
+        #expect(!FileSystem.exists(base + "/state"), "a stateless daemon made a state directory")
+        #expect(FileSystem.exists(base + "/run/status.json"))
+
+        let stateful = HeldLocks()
+        let other = RuntimeStatusWriter(deferral: .seconds(3600))
+        let refused = #expect(throws: SystemError.self) {
+            try stateful.takeDirectories(runtime: .init(path: base + "/run"), state: base + "/state", status: other)
+        }
+        #expect(refused?.detail?.hasPrefix("pid \(getpid()) holds it") == true)
+        #expect(!FileSystem.exists(base + "/state"), "the refused one went on to the state directory")
+        try stateful.takeDirectories(runtime: .init(path: base + "/run2"), state: base + "/state", status: other)
+        #expect(FileSystem.exists(base + "/state/instance.lock"))
+        for path in ["/run/instance.lock", "/run2/status.json", "/run2/instance.lock", "/state/instance.lock"] {
+            unlink(base + path)
+        }
+        for path in ["/run", "/run2", "/state"] { rmdir(base + path) }
+    }
 }
