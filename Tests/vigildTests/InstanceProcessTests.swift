@@ -104,4 +104,33 @@ import VigilTesting
             #expect(try await daemon.waitForExit() == 0, "\(TextFile.read(directory + "/output.log") ?? "")")
         }
     }
+
+    /// Issue 21 item 14: the message of a runtime directory refused at start read "create
+    /// /run/jobd cannot use /run/jobd: …"; the step is the daemon now, and a link says why it
+    /// is not one systemd made.
+    @Test func aRefusedRuntimeDirectoryIsNamedOnceInTheStatus() async throws {
+        let directory = VigildBinary.temporaryDirectory()
+        mkdir(directory + "/elsewhere", 0o700)
+        symlink(directory + "/elsewhere", directory + "/run")
+        let socket = try FakeNotifySocket()
+        let daemon = try DaemonProcess(
+            executable: VigildBinary.path,
+            arguments: ["run", "--state-directory", directory + "/state", "--runtime-directory", directory + "/run"],
+            environment: ["NOTIFY_SOCKET": socket.path],
+            outputPath: directory + "/output.log"
+        )
+        #expect(try await daemon.waitForExit() == 1)
+        let status = try await socket.datagrams.wait("STATUS=Failed to start") {
+            $0.contains { $0.value("STATUS")?.hasPrefix("Failed to start") == true }
+        }
+        .compactMap { $0.value("STATUS") }.last
+        #expect(
+            status?.hasPrefix(
+                "Failed to start: vigild cannot use \(directory)/run: it is a symbolic link, and not one systemd made"
+            ) == true,
+            "\(status ?? "")"
+        )
+        #expect(!FileSystem.exists(directory + "/state"), "nothing made after the refusal")
+        #expect(!FileSystem.exists(directory + "/elsewhere/status.json"))
+    }
 }
