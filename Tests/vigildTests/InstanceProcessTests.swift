@@ -133,4 +133,37 @@ import VigilTesting
         #expect(!FileSystem.exists(directory + "/state"), "nothing made after the refusal")
         #expect(!FileSystem.exists(directory + "/elsewhere/status.json"))
     }
+
+    /// Issue 21 item 12: a rejection reason is echoed by `reload` from the status file, cut as
+    /// STATUS= is (at 1024 characters, with its length). A configuration path of 1.5 KB makes a
+    /// reason longer than that.
+    @Test func aLongRejectionReasonIsCutInReloadsMessage() async throws {
+        var directory = VigildBinary.temporaryDirectory()
+        let base = directory
+        for _ in 0..<6 {
+            directory += "/" + String(repeating: "d", count: 250)
+            mkdir(directory, 0o700)
+        }
+        let config = directory + "/vigild.json"
+        TextFile.write(config, #"{ "heartbeat": { "interval": 1 } }"#)
+        let socket = try FakeNotifySocket()
+        let (daemon, _) = try await VigildBinary.start(
+            socket: socket,
+            arguments: ["--config", config],
+            directory: base
+        )
+        TextFile.write(config, #"{ "heartbeat": { "interval": -1 } }"#)
+        let client = try DaemonProcess(
+            executable: VigildBinary.path,
+            arguments: ["reload", "--runtime-directory", base + "/run"],
+            outputPath: base + "/reload.log"
+        )
+        #expect(try await client.waitForExit() == 1)
+        let output = TextFile.read(base + "/reload.log") ?? ""
+        #expect(output.contains("vigild: reload rejected: configuration: \(base)/ddd"), "\(output.prefix(200))")
+        #expect(output.contains("… ("), "not cut: \(output.utf8.count) bytes")
+        #expect(output.utf8.count < 1300, "\(output.utf8.count) bytes")
+        daemon.send(SIGTERM)
+        #expect(try await daemon.waitForExit() == 0)
+    }
 }
