@@ -342,7 +342,11 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
         case "--config":
             return "The configuration file (default: $CONFIGURATION_DIRECTORY/\(name).json, else the embedded default)."
         case "--state-directory":
-            let what = stateContents.map { "Where \(name) keeps its state (\($0))" } ?? "The state directory"
+            // Without stateContents the library cannot know, before the daemon is built, whether
+            // a listener keeps state there.
+            let what =
+                stateContents.map { "Where \(name) keeps its state (\($0))" }
+                ?? "The state directory, if \(name) keeps state"
             return what
                 + "; created if missing and locked against a second \(name) (default: $STATE_DIRECTORY, "
                 + "else /var/lib/\(name) for root, $XDG_STATE_HOME/\(name) or ~/.local/state/\(name) for others)."

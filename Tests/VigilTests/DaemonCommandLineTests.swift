@@ -508,6 +508,6 @@ enum ReadmeCommandLineExample {
             abstract: "Jobs.",
             configuration: SampleConfiguration.self
         )
-        #expect(none.help(.run).contains("The state directory;"))
+        #expect(none.help(.run).contains("The state directory, if jobd keeps state;"))
     }
 }
