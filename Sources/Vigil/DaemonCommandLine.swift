@@ -1,4 +1,5 @@
 import Logging
+import Synchronization
 import VigilLifecycle
 import VigilPlatform
 
@@ -31,10 +32,15 @@ import VigilPlatform
 /// - `status [--runtime-directory DIR] [--json]`: 0, or 2 without a daemon.
 /// - `--help`, `help [COMMAND]`, `COMMAND --help`, `--version`.
 ///
-/// Defaults follow systemd: `$CONFIGURATION_DIRECTORY/<name>.json` (else the embedded default),
-/// `$STATE_DIRECTORY` (else `$XDG_STATE_HOME/<name>`, `$HOME/.local/state/<name>`, `/var/lib/<name>`
-/// for root; with none of them `run` fails rather than use a shared directory),
+/// Defaults follow systemd, one rule for the service and a run by hand:
+/// `$CONFIGURATION_DIRECTORY/<name>.json` (else the embedded default), `$STATE_DIRECTORY` (else
+/// `/var/lib/<name>` for root, `$XDG_STATE_HOME/<name>` or `$HOME/.local/state/<name>` for
+/// others; with none of them `run` fails rather than use a shared directory),
 /// `$RUNTIME_DIRECTORY` (else `/run/<name>` for root, `$XDG_RUNTIME_DIR/<name>` for others).
+/// `run` creates the runtime directory, and the state directory of a daemon that keeps state
+/// (``stateContents`` is set, or a listener keeps a `ShutdownHistory`, as `PersistenceListener`
+/// does), mode 0700 whatever the umask, and holds an `InstanceLock` on each for its life: a
+/// second daemon on either fails at start naming the first's pid.
 public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable {
     /// The executable's name: in help, messages, default paths and the status file's client.
     public var name: String
@@ -45,6 +51,10 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
     /// Lines the daemon adds to `status` (after `last reload`), from its own keys in the status
     /// file (``RuntimeStatus/decode(_:)``); label and value, escaped and aligned by the library.
     public var statusLines: @Sendable (RuntimeStatus) -> [(label: String, value: String)]
+    /// What the daemon keeps in its state directory, for `--help` ("state.json, the heartbeat
+    /// count"); `nil` for a daemon that keeps nothing there of its own. When set, `run` creates
+    /// and locks the state directory even without a `PersistenceListener`.
+    public var stateContents: String?
 
     /// A command line for the daemon `name`, whose configuration is of type `configuration`.
     public init(
@@ -52,11 +62,13 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
         version: String,
         abstract: String,
         configuration: Configuration.Type = Configuration.self,
+        stateContents: String? = nil,
         statusLines: @escaping @Sendable (RuntimeStatus) -> [(label: String, value: String)] = { _ in [] }
     ) {
         self.name = name
         self.version = version
         self.abstract = abstract
+        self.stateContents = stateContents
         self.statusLines = statusLines
     }
 
@@ -149,15 +161,22 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
             let status = options.status
             status.track(daemon.listeners)
             status.report(to: options.logging.logger)
+            let locks = HeldLocks()
+            // A daemon keeps state when it says so or keeps a shutdown history (PersistenceListener
+            // does); a stateless one gets no state directory made (its unit may have none).
+            let keepsState = stateContents != nil || daemon.listeners.contains { $0 is any ShutdownHistory }
+            // Named after the daemon: its failure reads "Failed to start: NAME cannot use …".
             daemon.startupCommands.insert(
-                StartupStep("create \(runtime.path)") { _ in
-                    status.use(try TrustedDirectory.create(runtime.path, privateToCaller: runtime.privateToCaller))
+                StartupStep(name) { _ in
+                    try locks.takeDirectories(runtime: runtime, state: keepsState ? state : nil, status: status)
                 },
                 at: 0
             )
             daemon.observers.append(status)
             daemon.signals.reloadSignal = reloadSignal
-            return await daemon.run()
+            let exitStatus = await daemon.run()
+            withExtendedLifetime(locks) {}
+            return exitStatus
         }
     }
 
@@ -323,9 +342,17 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
         case "--config":
             return "The configuration file (default: $CONFIGURATION_DIRECTORY/\(name).json, else the embedded default)."
         case "--state-directory":
+            // Without stateContents the library cannot know, before the daemon is built, whether
+            // a listener keeps state there.
+            let what =
+                stateContents.map { "Where \(name) keeps its state (\($0))" }
+                ?? "The state directory, if \(name) keeps state"
+            return what
+                + "; created if missing and locked against a second \(name) (default: $STATE_DIRECTORY, "
+                + "else /var/lib/\(name) for root, $XDG_STATE_HOME/\(name) or ~/.local/state/\(name) for others)."
+        case "--runtime-directory":
             return
-                "Where state.json lives (default: $STATE_DIRECTORY, else ~/.local/state/\(name), /var/lib/\(name) for root without HOME)."
-        case "--runtime-directory": return "Where status.json lives (default: \(runtimeDefault))."
+                "Where status.json lives; created if missing and locked against a second \(name) (default: \(runtimeDefault))."
         case "--reload-signal":
             return
                 "The signal that reloads, as systemd's ReloadSignal= names it (SIGHUP, SIGRTMIN+3, …; default: SIGHUP)."
@@ -361,5 +388,34 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
         }
         lines.append(line)
         return lines.joined(separator: "\n") + "\n"
+    }
+}
+
+/// The instance locks of a running daemon's directories, held until the process ends.
+package final class HeldLocks: Sendable {
+    private let locks = Mutex<[InstanceLock]>([])
+
+    package init() {}
+
+    /// Creates the runtime and (for a daemon that keeps state) the state directory (explicit
+    /// modes, whatever the umask), takes each one's `InstanceLock` before anything is written
+    /// in either, and only then starts the status file. A second daemon on either directory
+    /// fails here naming the first's pid.
+    package func takeDirectories(
+        runtime: DaemonDirectories.Runtime,
+        state: String?,
+        status: RuntimeStatusWriter
+    )
+        throws(SystemError)
+    {
+        let runtimeDirectory = try TrustedDirectory.create(runtime.path, privateToCaller: runtime.privateToCaller)
+        var held = [try runtimeDirectory.lockInstance()]
+        if let state {
+            try FileSystem.makeDirectories(state)
+            held.append(try InstanceLock.acquire(inDirectoryAt: state, held: held[0]))
+            try StateStore.checkOwnership(of: state)
+        }
+        locks.withLock { $0 = held }
+        status.use(runtimeDirectory)
     }
 }

@@ -24,9 +24,18 @@ package struct DaemonDirectories: Sendable {
                 return "\(variable)=\(DisplayText.quoted(value)) holds \(DisplayText.quoted(String(bad))), "
                     + "not an absolute path in UTF-8 (systemd sets absolute paths: unset it, or fix the unit)"
             }
+            if let long = entries.first(where: { $0.utf8.count > Self.pathLimit }) {
+                return "\(variable)=\(DisplayText.quoted(value)) holds a path of \(long.utf8.count) bytes, "
+                    + "longer than the \(Self.pathLimit) a path may have (PATH_MAX): unset it, or fix the unit"
+            }
         }
         return nil
     }
+
+    /// The longest path the system opens (`PATH_MAX` less its NUL): a longer one from the
+    /// environment or the command line is refused before it is used, so that no message
+    /// echoes it in full (a 128 KiB value made a 393 KB error).
+    package static let pathLimit = Int(PATH_MAX) - 1
 
     /// The explicit file, else `$CONFIGURATION_DIRECTORY/<name>.json` (optional), else the
     /// embedded default.
@@ -38,17 +47,21 @@ package struct DaemonDirectories: Sendable {
         return .embeddedDefault
     }
 
-    /// The explicit directory, else `$STATE_DIRECTORY`, else `$XDG_STATE_HOME/<name>`, else
-    /// `$HOME/.local/state/<name>` (each only when it is an absolute path, as the XDG
-    /// specification says), else `/var/lib/<name>` for root; `nil` when none applies. Never a
-    /// shared directory such as `/tmp`, where another user could have planted it.
+    /// The explicit directory, else `$STATE_DIRECTORY`, else the directory systemd would give
+    /// the daemon's unit: `/var/lib/<name>` for root (a system service's `StateDirectory=`,
+    /// whatever `HOME` says, so a daemon run by hand as root keeps its state where the service
+    /// does), and for others `$XDG_STATE_HOME/<name>`, else `$HOME/.local/state/<name>` (a user
+    /// service's; each only when it is an absolute path, as the XDG specification says); `nil`
+    /// when none applies. Never a shared directory such as `/tmp`, where another user could have
+    /// planted it. The same rule as ``runtime(_:)``'s.
     package func state(_ explicit: String?) -> String? {
         if let explicit { return explicit }
         if let directory = environment.directory("STATE_DIRECTORY") { return directory }
+        if environment.effectiveUID == 0 { return "/var/lib/" + name }
         let absolute = { (name: String) in environment.directory(name).flatMap { $0.hasPrefix("/") ? $0 : nil } }
         if let directory = absolute("XDG_STATE_HOME") { return directory + "/" + name }
         if let home = absolute("HOME") { return home + "/.local/state/" + name }
-        return environment.effectiveUID == 0 ? "/var/lib/" + name : nil
+        return nil
     }
 
     /// A runtime directory and whether it is the last resort in `/tmp`, which must be the

@@ -102,6 +102,22 @@ package enum DaemonInvocation: Equatable, Sendable {
             } else {
                 throw UsageError(message: "missing value for '\(name) <\(valueName)>'", command: explicit)
             }
+            if let value = values[name], valueName == "dir" || valueName == "file",
+                value.utf8.count > DaemonDirectories.pathLimit
+            {
+                throw UsageError(
+                    message: "\(name): '\(quoted(value))' is a path of \(value.utf8.count) bytes, longer than the "
+                        + "\(DaemonDirectories.pathLimit) a path may have",
+                    command: explicit
+                )
+            }
+        }
+        if command == .checkConfig, let file = positionals.first, file.utf8.count > DaemonDirectories.pathLimit {
+            throw UsageError(
+                message: "'\(quoted(file))' is a path of \(file.utf8.count) bytes, longer than the "
+                    + "\(DaemonDirectories.pathLimit) a path may have",
+                command: explicit
+            )
         }
         let allowed = command == .checkConfig ? 1 : 0
         if positionals.count > allowed {
@@ -181,11 +197,11 @@ package enum DaemonInvocation: Equatable, Sendable {
         return signal
     }
 
-    /// An argument as it may appear in a message: control characters escaped, at most 200
-    /// characters.
+    /// An argument as it may appear in a message: control characters escaped, at most 64
+    /// characters (the cut of the configuration's errors), then how long it was.
     private static func quoted(_ text: String) -> String {
         let escaped = DisplayText.escapingControlCharacters(text)
-        return escaped.count > 200 ? String(escaped.prefix(200)) + "…" : escaped
+        return escaped.count > 64 ? String(escaped.prefix(64)) + "… (\(text.utf8.count) bytes)" : escaped
     }
 }
 

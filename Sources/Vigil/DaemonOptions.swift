@@ -9,8 +9,9 @@ public struct DaemonOptions: Sendable {
     /// `--config`, else `$CONFIGURATION_DIRECTORY/<name>.json`, else the embedded default: for
     /// `ConfigurationListener.init(source:)`.
     public let configurationSource: ConfigurationSource
-    /// `--state-directory`, else `$STATE_DIRECTORY`, else `$XDG_STATE_HOME/<name>`, else
-    /// `$HOME/.local/state/<name>`, else `/var/lib/<name>` for root.
+    /// `--state-directory`, else `$STATE_DIRECTORY`, else `/var/lib/<name>` for root,
+    /// `$XDG_STATE_HOME/<name>` or `$HOME/.local/state/<name>` for others: created (mode 0700)
+    /// and locked before any listener starts.
     public let stateDirectory: String
     /// `--runtime-directory`, else `$RUNTIME_DIRECTORY`, else `/run/<name>` (root) or
     /// `$XDG_RUNTIME_DIR/<name>`: where `status.json` goes (created and checked before any

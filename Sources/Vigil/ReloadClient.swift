@@ -65,8 +65,10 @@ package struct ReloadClient: Sendable {
                     output.print("\(name): reload applied; configuration generation \(current.generation) is in force")
                     return 0
                 }
+                // The reason comes from the file (up to its 256 KiB): cut as STATUS= is.
+                let reason = reload.reason.map { $0.count > 1024 ? $0.prefix(1024) + "… (\($0.utf8.count) bytes)" : $0 }
                 output.error(
-                    "\(name): reload rejected: \(reload.reason ?? "unknown reason"); still running generation \(current.generation)"
+                    "\(name): reload rejected: \(reason ?? "unknown reason"); still running generation \(current.generation)"
                 )
                 guard interrupted != nil else { return 1 }
                 // Stopped while the rejected reload ran: wait briefly for the stop to show.

@@ -2,27 +2,33 @@ import VigilLifecycle
 import VigilPlatform
 
 /// A running daemon's status, as `<name> status` and `<name> reload` read it from
-/// `<runtime directory>/status.json` (format version 1).
+/// `<runtime directory>/status.json` (format version 2).
 ///
 /// The file is one JSON object, replaced atomically (written to `status.json.tmp`, then renamed)
 /// at every lifecycle event:
 ///
 /// | key | value |
 /// | --- | --- |
-/// | `formatVersion` | `1`; a reader refuses a file with a larger version (absent in files written before it existed: read as 1) |
+/// | `formatVersion` | `2`; a reader refuses a file with a larger version (absent in files written before it existed: read as 1) |
 /// | `pid` | the daemon's process id |
 /// | `processStartTime` | its start time in clock ticks after boot (field 22 of `/proc/<pid>/stat`): `reload` signals `pid` only when the process there started at this time |
 /// | `state` | `starting`, `running`, `stopping`, `stopped` or `failed` |
 /// | `generation` | the configuration generation in force (1 at start, +1 per applied reload) |
 /// | `lastReload` | absent before the first reload; else `result` (`applied` or `rejected`), `reason` (why it was rejected) and `beganMonotonicUsec` (`CLOCK_MONOTONIC` when it began, in µs) |
 /// | `startedAt` | `CLOCK_REALTIME` at start, in seconds since the epoch |
-/// | `previousShutdownClean` | `false` when the state file shows that the previous run did not stop cleanly |
+/// | `previousShutdownClean` | `false` when the daemon's state showed that the previous run did not stop cleanly, `true` when it stopped cleanly; absent while unknown (before the state was read, or for a daemon that keeps no `ShutdownMarker`) |
+/// | `daemon` | the daemon's own keys (``RuntimeStatusWriter/addKeys(_:)``), an object of their own: no key of a daemon can collide with the library's |
 ///
-/// A daemon adds keys of its own after these (``RuntimeStatusWriter/addKeys(_:)``); readers
-/// ignore keys they do not know. `status --json` prints the file's keys plus `uptimeSeconds`.
+/// Readers ignore keys they do not know. Version 1 (before November 2026) had the daemon's keys
+/// at the top level beside the library's, where a colliding key was dropped; readers still read
+/// it. `status --json` prints the file's keys, then (so that scripts written against version 1
+/// keep working) each of the daemon's keys again at the top level unless the library owns that
+/// name, then `uptimeSeconds`.
 public struct RuntimeStatus: Sendable, Equatable {
     /// The format this library writes and reads.
-    public static let formatVersion = 1
+    public static let formatVersion = 2
+    /// The key that holds the daemon's own keys.
+    public static let daemonKey = "daemon"
     /// The file's name in the runtime directory.
     public static let fileName = "status.json"
     /// The most a status file may hold.
@@ -59,8 +65,9 @@ public struct RuntimeStatus: Sendable, Equatable {
     public var lastReload: Reload?
     /// `CLOCK_REALTIME` at start, in seconds since the epoch.
     public var startedAt: Int64
-    /// `false` when the state file showed that the previous run did not stop cleanly.
-    public var previousShutdownClean: Bool
+    /// `false` when the daemon's state showed that the previous run did not stop cleanly,
+    /// `true` when it stopped cleanly, `nil` while unknown (see `ShutdownMarker`).
+    public var previousShutdownClean: Bool?
     /// The daemon's own keys, in the order it wrote them.
     package var daemonMembers: [JSONValue.Member] = []
 
@@ -72,7 +79,7 @@ public struct RuntimeStatus: Sendable, Equatable {
         generation: Int,
         lastReload: Reload?,
         startedAt: Int64,
-        previousShutdownClean: Bool
+        previousShutdownClean: Bool?
     ) {
         self.pid = pid
         self.processStartTime = processStartTime
@@ -83,10 +90,28 @@ public struct RuntimeStatus: Sendable, Equatable {
         self.previousShutdownClean = previousShutdownClean
     }
 
-    /// Seconds since start, as of now (saturating: a forged `startedAt` cannot overflow it).
-    public var uptimeSeconds: Int64 {
+    /// Seconds since start, as of now: from ``processStartTime`` on the boot-relative clock
+    /// (`CLOCK_BOOTTIME`, which a step of the wall clock does not move), else from `startedAt`
+    /// on the wall clock; never negative, and saturating (a forged value cannot overflow it).
+    public var uptimeSeconds: Int64 { uptimeSeconds(bootTimeTicks: Self.bootTimeTicks()) }
+
+    /// ``uptimeSeconds`` with the boot-relative clock given, in clock ticks (tests step it).
+    package func uptimeSeconds(bootTimeTicks now: (ticks: UInt64, perSecond: UInt64)?) -> Int64 {
+        if let started = processStartTime, let now, now.perSecond > 0 {
+            return now.ticks > started ? Int64(clamping: (now.ticks - started) / now.perSecond) : 0
+        }
         let (difference, overflow) = Int64(time(nil)).subtractingReportingOverflow(startedAt)
-        return overflow ? (startedAt < 0 ? .max : .min) : difference
+        return overflow ? (startedAt < 0 ? .max : 0) : max(0, difference)
+    }
+
+    /// `CLOCK_BOOTTIME` now in the unit of `/proc/<pid>/stat`'s start time (`sysconf(_SC_CLK_TCK)`
+    /// ticks), or `nil` when the clock cannot be read.
+    package static func bootTimeTicks() -> (ticks: UInt64, perSecond: UInt64)? {
+        var now = timespec()
+        let perSecond = sysconf(Int32(_SC_CLK_TCK))
+        guard clock_gettime(CLOCK_BOOTTIME, &now) == 0, perSecond > 0, now.tv_sec >= 0 else { return nil }
+        let ticks = UInt64(now.tv_sec) * UInt64(perSecond) + UInt64(now.tv_nsec) / (1_000_000_000 / UInt64(perSecond))
+        return (ticks, UInt64(perSecond))
     }
 
     /// The daemon's own keys, decoded as `T` (keys `T` does not know are ignored).
@@ -94,10 +119,10 @@ public struct RuntimeStatus: Sendable, Equatable {
         try JSONValueDecoder.decode(T.self, from: JSONValue(.object(daemonMembers)), rejectUnknownKeys: false)
     }
 
-    /// The keys this library owns; a daemon's keys must not reuse them.
+    /// The keys this library owns at the top level (of the file, and of `status --json`).
     package static let libraryKeys: Set<String> = [
         "formatVersion", "pid", "processStartTime", "state", "generation", "lastReload", "startedAt",
-        "previousShutdownClean", "uptimeSeconds",
+        "previousShutdownClean", "uptimeSeconds", daemonKey,
     ]
 
     /// The library's part of the file, in the order it is written.
@@ -109,7 +134,7 @@ public struct RuntimeStatus: Sendable, Equatable {
         var generation: Int
         var lastReload: Reload?
         var startedAt: Int64
-        var previousShutdownClean: Bool
+        var previousShutdownClean: Bool?
     }
 
     /// Parses a status file's bytes.
@@ -119,7 +144,8 @@ public struct RuntimeStatus: Sendable, Equatable {
     package static func parse(_ bytes: [UInt8]) throws -> RuntimeStatus {
         let root = try JSONParser.parse(bytes)
         let core = try JSONValueDecoder.decode(Core.self, from: root, rejectUnknownKeys: false)
-        if let version = core.formatVersion, version != formatVersion {
+        let version = core.formatVersion ?? 1
+        if version > formatVersion || version < 1 {
             throw RuntimeStatusFormatError(found: version)
         }
         var status = RuntimeStatus(
@@ -131,8 +157,15 @@ public struct RuntimeStatus: Sendable, Equatable {
             startedAt: core.startedAt,
             previousShutdownClean: core.previousShutdownClean
         )
-        if case .object(let members) = root.kind {
-            status.daemonMembers = members.filter { !libraryKeys.contains($0.key) }
+        guard case .object(let members) = root.kind else { return status }
+        if version == 1 {
+            // Version 1: the daemon's keys beside the library's.
+            status.daemonMembers = members.filter { !libraryKeys.contains($0.key) || $0.key == daemonKey }
+        } else if let own = members.last(where: { $0.key == daemonKey }) {
+            guard case .object(let daemonMembers) = own.value.kind else {
+                throw RuntimeStatusFormatError(found: version, problem: "its \"\(daemonKey)\" is not an object")
+            }
+            status.daemonMembers = daemonMembers
         }
         return status
     }
@@ -159,14 +192,24 @@ public struct RuntimeStatus: Sendable, Equatable {
             members.append(member("lastReload", JSONValue(.object(reload))))
         }
         members.append(member("startedAt", number(startedAt)))
-        members.append(member("previousShutdownClean", JSONValue(.bool(previousShutdownClean))))
-        return JSONValue(.object(members + daemonMembers))
+        if let previousShutdownClean {
+            members.append(member("previousShutdownClean", JSONValue(.bool(previousShutdownClean))))
+        }
+        members.append(member(Self.daemonKey, JSONValue(.object(daemonMembers))))
+        return JSONValue(.object(members))
     }
 
-    /// What `status --json` prints: the file's keys plus `uptimeSeconds`.
+    /// What `status --json` prints: the file's keys; then, as version 1 had them, the daemon's
+    /// keys again at the top level unless the library owns the name (there they are only under
+    /// `daemon`); then `uptimeSeconds`.
     package func json() throws -> String {
         var value = document()
         if case .object(var members) = value.kind {
+            var seen = Set<String>()
+            for member in daemonMembers where !Self.libraryKeys.contains(member.key) && seen.insert(member.key).inserted
+            {
+                members.append(member)
+            }
             members.append(.init(key: "uptimeSeconds", value: JSONValue(.number("\(uptimeSeconds)"))))
             value.kind = .object(members)
         }
@@ -178,8 +221,19 @@ public struct RuntimeStatus: Sendable, Equatable {
 public struct RuntimeStatusFormatError: Error, CustomStringConvertible {
     /// The file's `formatVersion`.
     public var found: Int
+    /// What is wrong in a file of a version this client reads; `nil` for a version it does not.
+    public var problem: String?
+
+    /// A file in a version this client does not read, or (with `problem`) a malformed one.
+    public init(found: Int, problem: String? = nil) {
+        self.found = found
+        self.problem = problem
+    }
+
     /// What happened and what to do.
     public var description: String {
-        "the status file has format version \(found), this client reads version \(RuntimeStatus.formatVersion): use the daemon's own client"
+        if let problem { return "the status file (format version \(found)) is malformed: \(problem)" }
+        return
+            "the status file has format version \(found), this client reads versions 1 to \(RuntimeStatus.formatVersion): use the daemon's own client"
     }
 }

@@ -3,18 +3,11 @@ import Synchronization
 import VigilLifecycle
 import VigilPlatform
 
-/// What reports whether the previous run stopped cleanly: `PersistenceListener`.
-protocol ShutdownHistory: Sendable {
-    var previousShutdownClean: Bool? { get }
-}
-
-extension PersistenceListener: ShutdownHistory {}
-
 /// Keeps `status.json` current: a lifecycle observer that ``DaemonCommandLine`` adds to every
 /// daemon it runs. It writes nothing until the runtime directory is verified (a start-up step).
 ///
-/// A daemon adds keys of its own with ``addKeys(_:)`` and calls ``update()`` when they change
-/// between lifecycle events:
+/// A daemon adds keys of its own with ``addKeys(_:)`` (written under `daemon`, apart from the
+/// library's) and calls ``update()`` when they change between lifecycle events:
 ///
 /// ```swift
 /// options.status.addKeys { MyStatus(requests: counter.value) }
@@ -56,15 +49,16 @@ public final class RuntimeStatusWriter: LifecycleObserver {
                     generation: 1,
                     lastReload: nil,
                     startedAt: Int64(time(nil)),
-                    previousShutdownClean: true
+                    previousShutdownClean: nil
                 )
             )
         )
     }
 
     /// Adds the daemon's own keys: `keys()` is encoded as a JSON object at every write, and its
-    /// members follow the library's (a key the library owns is left out). Keep it quick: it
-    /// runs on the mediator's task.
+    /// members go in the file's `daemon` object, where no key of the library's can be (`nil`, or
+    /// anything that is not an object, adds nothing this time). Keep it quick: it runs on the
+    /// mediator's task.
     public func addKeys<Keys: Encodable & Sendable>(_ keys: @escaping @Sendable () -> Keys) {
         state.withLock { $0.keys.append { try JSONValueEncoder.encode(keys()) } }
     }
@@ -115,8 +109,9 @@ public final class RuntimeStatusWriter: LifecycleObserver {
     /// The write scheduled after the last event, if it is still due (tests await it).
     package var pendingWrite: Task<Void, Never>? { state.withLock { $0.pending } }
 
-    /// Takes `previousShutdownClean` from the first listener that knows it.
-    func track(_ listeners: [any Listener]) {
+    /// Takes `previousShutdownClean` from the first listener that keeps a `ShutdownHistory`;
+    /// with none it stays unknown.
+    package func track(_ listeners: [any Listener]) {
         guard let history = listeners.lazy.compactMap({ $0 as? any ShutdownHistory }).first else { return }
         state.withLock { $0.history = history }
     }
@@ -158,11 +153,13 @@ public final class RuntimeStatusWriter: LifecycleObserver {
             // This write includes what a due one would have written.
             state.pending?.cancel()
             state.pending = nil
-            if let clean = state.history?.previousShutdownClean { state.status.previousShutdownClean = clean }
+            state.status.previousShutdownClean = state.history?.previousShutdownClean
             var members: [JSONValue.Member] = []
+            var seen = Set<String>()
             for keys in state.keys {
                 guard case .object(let added)? = try? keys().kind else { continue }
-                members += added.filter { !RuntimeStatus.libraryKeys.contains($0.key) }
+                // Two closures with one key: the first one's (one object holds each key once).
+                members += added.filter { seen.insert($0.key).inserted }
             }
             state.status.daemonMembers = members
             guard let directory = state.directory else { return }

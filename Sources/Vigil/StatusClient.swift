@@ -91,9 +91,13 @@ package struct StatusClient: Sendable {
         text += lines(status).map { line($0.label, $0.value) }
         // Not running: no uptime (counted from the start to now, it would grow for a dead daemon).
         if running { text.append(line("uptime", "\(status.uptimeSeconds) s")) }
-        text.append(
-            line("previous stop", status.previousShutdownClean ? "clean" : "UNCLEAN (crash, kill -9 or power loss)")
-        )
+        let previous =
+            switch status.previousShutdownClean {
+            case true?: "clean"
+            case false?: "UNCLEAN (crash, kill -9 or power loss)"
+            case nil: "unknown (not read yet, or the daemon keeps no record of it)"
+            }
+        text.append(line("previous stop", previous))
         return text.joined(separator: "\n")
     }
 }

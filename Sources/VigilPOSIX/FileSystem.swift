@@ -184,8 +184,14 @@ package enum FileSystem {
             retrying { Int(open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)) }
         )
         guard descriptor >= 0 else { throw SystemError(path: temporary, operation: "create", errno: errno) }
-        var failure = writeAll(bytes, to: descriptor).map {
-            SystemError(path: temporary, operation: "write", errno: $0)
+        // Mode 0600 whatever the umask (0777 would leave a file its owner cannot read back).
+        var failure =
+            fchmod(descriptor, 0o600) == 0
+            ? nil : SystemError(path: temporary, operation: "set the mode of", errno: errno)
+        if failure == nil {
+            failure = writeAll(bytes, to: descriptor).map {
+                SystemError(path: temporary, operation: "write", errno: $0)
+            }
         }
         if failure == nil && durable && fsync(descriptor) != 0 {
             failure = SystemError(path: temporary, operation: "fsync", errno: errno)
@@ -236,13 +242,29 @@ package enum FileSystem {
         }
     }
 
-    /// Creates `path` and its missing parents with mode 0700.
-    package static func makeDirectories(_ path: String) throws(SystemError) {
+    /// Creates `path` and its missing parents with mode 0700, whatever the umask: each
+    /// directory this call creates gets its mode set on its descriptor after `mkdir` (a umask
+    /// of 0777 made them mode 000, and such a leftover failed every later start). Existing
+    /// directories are left as they are.
+    package static func makeDirectories(_ path: String, mode: mode_t = 0o700) throws(SystemError) {
         var current = path.hasPrefix("/") ? "" : "."
         for component in path.split(separator: "/") {
             current += "/" + component
-            if mkdir(current, 0o700) != 0 && errno != EEXIST {
+            guard mkdir(current, mode) == 0 else {
+                if errno == EEXIST { continue }
                 throw SystemError(path: current, operation: "create directory", errno: errno)
+            }
+            let descriptor = open(current, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            guard descriptor >= 0 else {
+                // Mode 000 cannot be opened by its owner unless root: set it by path, then.
+                guard chmod(current, mode) == 0 else {
+                    throw SystemError(path: current, operation: "set the mode of", errno: errno)
+                }
+                continue
+            }
+            defer { close(descriptor) }
+            guard fchmod(descriptor, mode) == 0 else {
+                throw SystemError(path: current, operation: "set the mode of", errno: errno)
             }
         }
     }

@@ -33,7 +33,12 @@ public struct SystemError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The reason: ``detail``, else the OS's words for ``errno`` ("No such file or directory").
     public var reason: String { detail ?? Self.describe(errno) }
 
-    public var description: String { "cannot \(operation) \(path): \(reason)" }
+    /// `cannot <operation> <path>: <reason>`; a path over 256 characters is cut there and its
+    /// length given (a path from outside may be huge; a message stays short).
+    public var description: String {
+        let shown = path.count > 256 ? String(path.prefix(256)) + "… (\(path.utf8.count) bytes)" : path
+        return "cannot \(operation) \(shown): \(reason)"
+    }
 
     /// The OS's words for an errno value, e.g. "Permission denied". The corresponding C function
     /// is `strerror`.

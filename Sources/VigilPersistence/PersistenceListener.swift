@@ -10,18 +10,19 @@ import VigilSystemd
 /// `SIGUSR1`, at stop, and periodically when something changed; detects an unclean previous
 /// shutdown.
 ///
-/// Unclean-shutdown detection: a marker file (`<state file>.running`) is written at start and
-/// removed after the final checkpoint of a clean stop; finding it at start means the previous
-/// run crashed, was killed with `SIGKILL`, or lost power. That is logged at warning level with
-/// the unclean-shutdown `MESSAGE_ID`, and ``previousShutdownClean`` is `false`.
-public final class PersistenceListener<Configuration: ValidatedConfiguration>: Listener {
+/// Unclean-shutdown detection: a ``ShutdownMarker`` (`<state file>.running`) is written at start
+/// and removed after the final checkpoint of a clean stop; finding it at start means the
+/// previous run crashed, was killed with `SIGKILL`, or lost power. That is logged at warning
+/// level with the unclean-shutdown `MESSAGE_ID`, and ``previousShutdownClean`` is `false`.
+public final class PersistenceListener<Configuration: ValidatedConfiguration>: Listener, ShutdownHistory {
     /// `persistence`: listeners that keep state depend on it.
     public let name = "persistence"
     public let dependencies: [String]
     /// The state file.
     public let path: String
     private let interval: @Sendable (Configuration) -> Duration
-    private let state = Mutex<(store: StateStore?, clean: Bool?)>((nil, nil))
+    private let state = Mutex<StateStore?>(nil)
+    private let marker: ShutdownMarker
     /// Periodic checkpoints: keep their phase across reloads that do not change the interval.
     private let checkpoints = PeriodicTask()
 
@@ -40,15 +41,14 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
         self.path = path
         self.dependencies = [configurationListener]
         self.interval = checkpointInterval
+        self.marker = ShutdownMarker(path: path + ".running")
     }
 
     /// `false` when the previous run did not stop cleanly; `nil` before start.
-    public var previousShutdownClean: Bool? { state.withLock { $0.clean } }
+    public var previousShutdownClean: Bool? { marker.previousShutdownClean }
 
     /// The store, once started.
-    public var store: StateStore? { state.withLock { $0.store } }
-
-    private var markerPath: String { path + ".running" }
+    public var store: StateStore? { state.withLock { $0 } }
 
     public func start(context: ListenerContext) async throws {
         let directory = FileSystem.parent(of: path)
@@ -61,28 +61,18 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
                 metadata: ["VIGIL_STATE_FILE": "\(path)", "VIGIL_MOVED_TO": "\(aside)"]
             )
         }
-        let clean = FileSystem.isAbsent(markerPath)
-        if !clean {
-            // The marker holds a pid; whatever is there is read without blocking or following a
-            // link, and echoed escaped and cut short.
-            let previous =
-                (try? FileSystem.read(markerPath, limit: 64, followSymlinks: false)).map {
-                    DisplayText.escapingControlCharacters(String(String(decoding: $0, as: UTF8.self).trimmingSuffix()))
-                } ?? "?"
+        let previous = try marker.begin()
+        if !previous.clean {
             context.logger.warning(
-                "The previous run (pid \(previous)) did not shut down cleanly; state is as of its last checkpoint",
+                "The previous run (pid \(previous.pid ?? "?")) did not shut down cleanly; state is as of its last checkpoint",
                 metadata: [
                     "MESSAGE_ID": .string(LifecycleMessageID.uncleanShutdown.rawValue),
                     "VIGIL_EVENT": "unclean-shutdown",
                 ]
             )
         }
-        try FileSystem.writeAtomically(Array("\(getpid())\n".utf8), to: markerPath)
         context.values[StateStoreKey.self] = store
-        state.withLock {
-            $0.store = store
-            $0.clean = clean
-        }
+        state.withLock { $0 = store }
         let configuration = try context.values.require(CurrentConfiguration<Configuration>.self)
         let logger = context.logger
         checkpoints.schedule(every: interval(configuration)) {
@@ -114,8 +104,7 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
             // The marker stays: the next start reports this run as unclean, which it was.
             throw FinalCheckpointError(path: path, cause: error, lost: store.unsavedSummary)
         }
-        try FileSystem.remove(markerPath)
-        try FileSystem.syncDirectory(of: markerPath)
+        try marker.end()
     }
 }
 
@@ -133,13 +122,5 @@ public struct FinalCheckpointError: Error, CustomStringConvertible, ErrnoReprese
     public var description: String {
         "the final checkpoint to \(path) failed (\(cause)); lost: \(lost). "
             + "The file still holds the previous checkpoint; free space or fix the directory before the next start."
-    }
-}
-
-extension String {
-    fileprivate func trimmingSuffix() -> Substring {
-        var text = Substring(self)
-        while text.last?.isWhitespace == true { text.removeLast() }
-        return text
     }
 }

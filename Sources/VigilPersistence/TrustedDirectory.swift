@@ -45,13 +45,24 @@ package final class TrustedDirectory: Sendable {
     ) throws(SystemError)
         -> TrustedDirectory
     {
-        let descriptor = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        var descriptor = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        if descriptor < 0, !privateToCaller, let target = systemdPrivateTarget(of: path) {
+            // `DynamicUser=` with `RuntimeDirectoryPreserve=` (or `StateDirectory=`): systemd's
+            // link to `private/<name>`, checked like the directory itself below.
+            descriptor = Glibc.open(target, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        }
         guard descriptor >= 0 else {
             let error = errno
             // O_NOFOLLOW on a symbolic link gives ELOOP (ENOTDIR with O_DIRECTORY on some kernels).
             var link = stat()
             if lstat(path, &link) == 0 && (link.st_mode & S_IFMT) == S_IFLNK {
-                throw SystemError(path: path, operation: "use", errno: ELOOP, detail: "it is a symbolic link")
+                throw SystemError(
+                    path: path,
+                    operation: "use",
+                    errno: ELOOP,
+                    detail: "it is a symbolic link, and not one systemd made for DynamicUser= "
+                        + "(owned by root, in a directory only root may write, to private/<name> beside it)"
+                )
             }
             // Another user's directory we may not even open (mode 0700): say whose it is.
             let caller = geteuid()
@@ -69,6 +80,35 @@ package final class TrustedDirectory: Sendable {
             close(descriptor)
             throw error
         }
+    }
+
+    /// The directory a symbolic link made by systemd for `DynamicUser=` leads to, or `nil` when
+    /// `path` is no such link. systemd makes `/run/<name>` (with `RuntimeDirectoryPreserve=`)
+    /// and `/var/lib/<name>` links to `private/<name>` beside them: the link is owned by root,
+    /// in a directory owned by root that nobody else may write, and reads `private/<name>`
+    /// (or that path in full). Only root can have made such a link, so what it leads to is as
+    /// trustworthy as a directory in its place; the target is then checked like any other.
+    static func systemdPrivateTarget(of path: String) -> String? {
+        var link = stat()
+        guard lstat(path, &link) == 0, (link.st_mode & S_IFMT) == S_IFLNK, link.st_uid == 0 else { return nil }
+        let parent = FileSystem.parent(of: path)
+        let name = String(path[path.index(after: path.lastIndex(of: "/") ?? path.startIndex)...])
+        guard !name.isEmpty, name != ".", name != ".." else { return nil }
+        var directory = stat()
+        guard stat(parent, &directory) == 0, directory.st_uid == 0, directory.st_mode & 0o022 == 0 else { return nil }
+        var buffer = [CChar](repeating: 0, count: 4097)
+        let count = readlink(path, &buffer, 4096)
+        guard count > 0 else { return nil }
+        let target = String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let expected = (parent == "/" ? "" : parent) + "/private/" + name
+        guard target == "private/" + name || target == expected else { return nil }
+        // `private` itself must be root's and closed to others, as systemd makes it (0700).
+        var privateDirectory = stat()
+        let privatePath = (parent == "/" ? "" : parent) + "/private"
+        guard lstat(privatePath, &privateDirectory) == 0, (privateDirectory.st_mode & S_IFMT) == S_IFDIR,
+            privateDirectory.st_uid == 0, privateDirectory.st_mode & 0o022 == 0
+        else { return nil }
+        return expected
     }
 
     /// Creates the directory (and missing parents, mode 0700) when it does not exist, then
@@ -157,6 +197,11 @@ package final class TrustedDirectory: Sendable {
         return String(repeating: "0", count: max(0, 4 - digits.count)) + digits
     }
 
+    /// Takes this directory's ``InstanceLock``: one daemon per directory.
+    package func lockInstance() throws(SystemError) -> InstanceLock {
+        try InstanceLock(directory: descriptor, path: path, owner: owner)
+    }
+
     /// The path of `name` in this directory, for messages.
     package func path(of name: String) -> String { path + "/" + name }
 
@@ -211,7 +256,8 @@ package final class TrustedDirectory: Sendable {
             file = openat(descriptor, temporary, flags, mode)
         }
         guard file >= 0 else { throw SystemError(path: path(of: temporary), operation: "create", errno: errno) }
-        let failure = FileSystem.writeAll(bytes, to: file)
+        // The mode asked for, whatever the umask.
+        let failure = fchmod(file, mode) == 0 ? FileSystem.writeAll(bytes, to: file) : errno
         close(file)
         if let failure {
             unlinkat(descriptor, temporary, 0)

@@ -57,6 +57,9 @@ final class HeartbeatWorker: Listener {
     /// The heartbeats counted so far (restored ones included).
     var count: Int { state.withLock { $0.count } }
 
+    /// Whether the worker has started: its count restored and its settings known.
+    var hasStarted: Bool { state.withLock { $0.settings != nil } }
+
     /// The settings in force.
     var settings: Settings? { state.withLock { $0.settings } }
 

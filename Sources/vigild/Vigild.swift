@@ -11,9 +11,10 @@ enum Vigild {
         version: version,
         abstract: "The Vigil reference daemon: a heartbeat worker with configuration, persistence and logging.",
         configuration: VigildConfiguration.self,
+        stateContents: "state.json, the heartbeat count",
         statusLines: { status in
             guard let own = try? status.decode(StatusKeys.self) else {
-                return [("heartbeats", "unknown (the status file has no readable heartbeat keys)")]
+                return [("heartbeats", "unknown (not started yet, or the status file has no readable heartbeat keys)")]
             }
             return [
                 ("heartbeats", "\(own.heartbeats) (every \(own.heartbeat.interval) s: \"\(own.heartbeat.message)\")")
@@ -21,7 +22,8 @@ enum Vigild {
         }
     )
 
-    /// vigild's keys in status.json, after the library's.
+    /// vigild's keys in status.json (under `daemon`, and at the top level of `status --json`),
+    /// from its heartbeat worker's start on.
     struct StatusKeys: Codable, Sendable {
         struct Heartbeat: Codable, Sendable {
             var interval: Double
@@ -42,9 +44,10 @@ enum Vigild {
         )
         let logLevel = LoggingListener<VigildConfiguration>(control: options.logging.levelControl) { $0.level }
         let heartbeat = HeartbeatWorker()
-        let defaults = VigildConfiguration.defaultConfiguration.heartbeat
-        options.status.addKeys {
-            let settings = values[CurrentConfiguration<VigildConfiguration>.self]?.heartbeat ?? defaults
+        options.status.addKeys { () -> StatusKeys? in
+            // None while starting: a count of 0 and the default interval would be guesses.
+            guard heartbeat.hasStarted, let settings = values[CurrentConfiguration<VigildConfiguration>.self]?.heartbeat
+            else { return nil }
             return StatusKeys(
                 heartbeats: heartbeat.count,
                 heartbeat: .init(interval: settings.interval, message: settings.message)

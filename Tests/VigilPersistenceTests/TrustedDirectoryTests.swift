@@ -63,7 +63,10 @@ struct TrustedDirectoryTests {
                 try TrustedDirectory.open(open)
             }
             #expect(link?.errno == ELOOP)
-            #expect(link?.description == "cannot use \(open): it is a symbolic link")
+            #expect(
+                link?.description.hasPrefix("cannot use \(open): it is a symbolic link, and not one systemd made")
+                    == true
+            )
         }
     }
 

@@ -244,7 +244,11 @@ import VigilTesting
 
         let root = DaemonDirectories(name: "hello-http", environment: Self.environment(["HOME": "/root"], uid: 0))
         #expect(root.configurationSource(nil) == .embeddedDefault)
-        #expect(root.state(nil) == "/root/.local/state/hello-http")
+        // One rule for the service and a run by hand (issue 23): root keeps state where a system
+        // service does, whatever HOME says; before, root with HOME used ~/.local/state/<name>.
+        #expect(root.state(nil) == "/var/lib/hello-http")
+        let rootWithXDG = Self.environment(["HOME": "/root", "XDG_STATE_HOME": "/root/.state"], uid: 0)
+        #expect(DaemonDirectories(name: "hello-http", environment: rootWithXDG).state(nil) == "/var/lib/hello-http")
         #expect(root.runtime(nil) == .init(path: "/run/hello-http"))
 
         let user = DaemonDirectories(
@@ -323,8 +327,8 @@ import VigilTesting
         }
         #expect(
             members.map(\.key) == [
-                "formatVersion", "pid", "processStartTime", "state", "generation", "startedAt",
-                "previousShutdownClean", "requests", "uptimeSeconds",
+                "formatVersion", "pid", "processStartTime", "state", "generation", "startedAt", "daemon",
+                "requests", "uptimeSeconds",
             ]
         )
 
@@ -352,7 +356,7 @@ import VigilTesting
     }
 }
 
-/// The runtime status file's format (version 1).
+/// The runtime status file's format (version 2; version 1 still read).
 @Suite struct RuntimeStatusFormatTests {
     @Test func theFileCarriesFormatVersion1AndTheDaemonsKeysAfterTheLibrarys() throws {
         var status = RuntimeStatus(
@@ -378,8 +382,18 @@ import VigilTesting
         let old = try RuntimeStatus.parse(Array(text.replacing(#""formatVersion": 1, "#, with: "").utf8))
         #expect(JSONWriter.write(old.document()) == JSONWriter.write(parsed.document()))
         #expect {
-            try RuntimeStatus.parse(Array(text.replacing(#""formatVersion": 1"#, with: #""formatVersion": 2"#).utf8))
-        } throws: { "\($0)".contains("format version 2, this client reads version 1") }
+            try RuntimeStatus.parse(Array(text.replacing(#""formatVersion": 1"#, with: #""formatVersion": 3"#).utf8))
+        } throws: { "\($0)".contains("format version 3, this client reads versions 1 to 2") }
+        // Version 2: the daemon's keys under `daemon`, where a library key's name is theirs.
+        let two =
+            #"{"formatVersion": 2, "pid": 42, "processStartTime": 7, "state": "running", "generation": 2, "startedAt": 100, "daemon": {"pid": "theirs", "heartbeats": 3}}"#
+        let parsedTwo = try RuntimeStatus.parse(Array(two.utf8))
+        #expect(parsedTwo.pid == 42 && parsedTwo.previousShutdownClean == nil)
+        #expect(parsedTwo.daemonMembers.map(\.key) == ["pid", "heartbeats"])
+        #expect(try parsedTwo.decode(Own.self) == Own(heartbeats: 3))
+        #expect(throws: RuntimeStatusFormatError.self) {
+            try RuntimeStatus.parse(Array(two.replacing(#"{"pid": "theirs", "heartbeats": 3}"#, with: "[]").utf8))
+        }
     }
 
     @Test func aForgedStartTimeCannotOverflowTheUptime() {
@@ -438,5 +452,62 @@ enum ReadmeCommandLineExample {
                 )
             }
         }
+    }
+}
+
+/// Issue 21 item 12: every value echoed from the environment or the command line is cut
+/// short. Before, a 128 KiB CONFIGURATION_DIRECTORY gave a 393 KB error message.
+@Suite struct EchoBoundTests {
+    static let huge = "/" + String(repeating: "a", count: 128 << 10)
+
+    @Test(arguments: ["CONFIGURATION_DIRECTORY", "STATE_DIRECTORY", "RUNTIME_DIRECTORY"])
+    func aHugeSystemdDirectoryGivesAShortMessage(variable: String) async {
+        let environment = DaemonCommandLineTests.environment([variable: Self.huge])
+        for (arguments, status) in [(["check-config"], Int32(1)), (["status"], 2), (["reload"], 2), (["run"], 1)] {
+            let outcome = await DaemonCommandLineTests.execute(arguments, environment: environment)
+            #expect(outcome.status == status)
+            #expect(outcome.standardError.utf8.count < 400, "\(arguments): \(outcome.standardError.utf8.count) bytes")
+            #expect(outcome.standardError.contains("a path of 131073 bytes, longer than the 4095"))
+        }
+    }
+
+    @Test(arguments: [
+        ["run", "--config", huge], ["run", "--state-directory", huge], ["status", "--runtime-directory=" + huge],
+        ["reload", "--runtime-directory", huge], ["check-config", huge], ["run", "--reload-signal", huge],
+        ["reload", "--pid", huge], [huge],
+    ])
+    func aHugeArgumentGivesAShortUsageError(arguments: [String]) async {
+        let outcome = await DaemonCommandLineTests.execute(arguments)
+        #expect(outcome.status == 64)
+        #expect(outcome.standardError.utf8.count < 600, "\(outcome.standardError.utf8.count) bytes")
+        #expect(outcome.standardError.contains("… (131073 bytes)"), "\(outcome.standardError.prefix(300))")
+    }
+
+    @Test func aHugePathInASystemErrorIsCut() {
+        let error = SystemError(path: Self.huge, operation: "create directory", errno: ENAMETOOLONG)
+        #expect(error.description.utf8.count < 400)
+        #expect(error.description.hasSuffix("… (131073 bytes): File name too long"))
+    }
+
+    /// Issue 23 item 5: the help names what the daemon keeps, and the one rule for both.
+    @Test func theStateDirectorysHelpSaysWhatIsKeptAndWhere() {
+        let keeps = DaemonCommandLine(
+            name: "jobd",
+            version: "1",
+            abstract: "Jobs.",
+            configuration: SampleConfiguration.self,
+            stateContents: "jobs.sqlite, the queue"
+        )
+        let help = keeps.help(.run).replacing("\n", with: " ").split(separator: " ").joined(separator: " ")
+        #expect(help.contains("Where jobd keeps its state (jobs.sqlite, the queue)"), "\(help)")
+        #expect(help.contains("else /var/lib/jobd for root, $XDG_STATE_HOME/jobd or ~/.local/state/jobd for others"))
+        #expect(!help.contains("state.json"))
+        let none = DaemonCommandLine(
+            name: "jobd",
+            version: "1",
+            abstract: "Jobs.",
+            configuration: SampleConfiguration.self
+        )
+        #expect(none.help(.run).contains("The state directory, if jobd keeps state;"))
     }
 }

@@ -133,7 +133,7 @@ import VigilTesting
         #expect(
             JSONWriter.write(status.document()) == """
                 {
-                  "formatVersion": 1,
+                  "formatVersion": 2,
                   "pid": 42,
                   "state": "running",
                   "generation": 7,
@@ -143,7 +143,8 @@ import VigilTesting
                     "beganMonotonicUsec": 123
                   },
                   "startedAt": 1700000000,
-                  "previousShutdownClean": false
+                  "previousShutdownClean": false,
+                  "daemon": {}
                 }
 
                 """
@@ -157,11 +158,122 @@ import VigilTesting
         #expect(
             keys == [
                 "formatVersion", "pid", "processStartTime", "state", "generation", "lastReload", "startedAt",
-                "previousShutdownClean", "requests",
+                "previousShutdownClean", "daemon",
             ]
         )
         // Parsed members carry their positions in the file: compare the texts.
         let text = JSONWriter.write(status.document())
         #expect(JSONWriter.write(try RuntimeStatus.parse(Array(text.utf8)).document()) == text)
+    }
+
+    /// Issue 23 item 4: a daemon's keys live under `daemon`; before, they shared the top level
+    /// with the library's and one named like a library key was dropped without a word.
+    @Test func aDaemonsKeysCannotCollideWithTheLibrarys() throws {
+        struct Colliding: Encodable, Sendable {
+            var pid = "mine"
+            var state = 7
+            var requests = 3
+        }
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let writer = RuntimeStatusWriter(deferral: .seconds(3600))
+        writer.addKeys { Colliding() }
+        writer.use(scratch.directory)
+        let status = try #require(scratch.status)
+        #expect(status.pid == getpid() && status.state == "starting")
+        #expect(status.daemonMembers.map(\.key) == ["pid", "state", "requests"], "all of the daemon's keys kept")
+        let text = try #require(TextFile.read(scratch.path + "/status.json"))
+        let root = try JSONParser.parse(Array(text.utf8))
+        guard case .object(let members) = root.kind else { throw CancellationError() }
+        #expect(members.filter { $0.key == "pid" }.count == 1)
+        #expect(members.last?.key == "daemon")
+        // `status --json`: the keys of version 1 at the top level (scripts keep working), the
+        // colliding ones only under `daemon`.
+        let json = try JSONParser.parse(Array(try status.json().utf8))
+        guard case .object(let printed) = json.kind else { throw CancellationError() }
+        #expect(
+            printed.map(\.key) == [
+                "formatVersion", "pid", "processStartTime", "state", "generation", "startedAt", "daemon", "requests",
+                "uptimeSeconds",
+            ]
+        )
+    }
+
+    /// Issue 21 item 4: before, the file said `previousShutdownClean: true` while starting and
+    /// for a daemon that keeps no record; now the key is absent until someone knows.
+    @Test func anUnknownPreviousShutdownIsNotReportedClean() throws {
+        final class Store: Listener, ShutdownHistory {
+            let name = "store"
+            let marker: ShutdownMarker
+            init(_ path: String) { marker = ShutdownMarker(path: path) }
+            var previousShutdownClean: Bool? { marker.previousShutdownClean }
+            func start(context: ListenerContext) async throws {}
+        }
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let writer = RuntimeStatusWriter(deferral: .seconds(3600))
+        writer.use(scratch.directory)
+        #expect(try #require(scratch.status).previousShutdownClean == nil, "no listener keeps a history")
+        #expect(TextFile.read(scratch.path + "/status.json")?.contains("previousShutdownClean") == false)
+
+        let markerPath = scratch.path + "/store.running"
+        defer { unlink(markerPath) }
+        let store = Store(markerPath)
+        writer.track([store])
+        writer.update()
+        #expect(try #require(scratch.status).previousShutdownClean == nil, "not read yet")
+        TextFile.write(markerPath, "12345\n")  // left by a run that was killed
+        try store.marker.begin()
+        writer.update()
+        #expect(try #require(scratch.status).previousShutdownClean == false, "the author's marker reports it")
+    }
+
+    /// Issue 21 item 5: before, uptime was wall-clock now minus `startedAt`, so stepping the
+    /// clock back an hour gave `uptime: -3598 s`. Now it counts on `CLOCK_BOOTTIME` from the
+    /// process's start time.
+    @Test func uptimeDoesNotFollowTheWallClock() {
+        let started = try? #require(ProcessStartTime.current)
+        var status = RuntimeStatus(
+            pid: getpid(),
+            processStartTime: started,
+            state: "running",
+            generation: 1,
+            lastReload: nil,
+            startedAt: Int64(time(nil)) + 3600,  // the wall clock stepped back an hour since
+            previousShutdownClean: nil
+        )
+        #expect(status.uptimeSeconds >= 0 && status.uptimeSeconds < 3600, "\(status.uptimeSeconds)")
+        #expect(status.uptimeSeconds(bootTimeTicks: (ticks: (started ?? 0) + 250, perSecond: 100)) == 2)
+        #expect(status.uptimeSeconds(bootTimeTicks: (ticks: 0, perSecond: 100)) == 0, "never negative")
+        status.processStartTime = nil
+        #expect(status.uptimeSeconds == 0, "without a start time, the wall clock, never below 0")
+    }
+
+    /// Issue 21 item 3 and issue 23 item 5, as `run` does it: the runtime directory and a
+    /// daemon's state directory are made and locked before the status is written; a stateless
+    /// daemon gets no state directory (its unit may have none, under ProtectSystem=strict).
+    @Test func runsDirectoriesAreMadeAndLockedBeforeTheStatusIsWritten() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let base = scratch.path
+        let writer = RuntimeStatusWriter(deferral: .seconds(3600))
+        let first = HeldLocks()
+        try first.takeDirectories(runtime: .init(path: base + "/run"), state: nil, status: writer)
+        #expect(!FileSystem.exists(base + "/state"), "a stateless daemon made a state directory")
+        #expect(FileSystem.exists(base + "/run/status.json"))
+
+        let stateful = HeldLocks()
+        let other = RuntimeStatusWriter(deferral: .seconds(3600))
+        let refused = #expect(throws: SystemError.self) {
+            try stateful.takeDirectories(runtime: .init(path: base + "/run"), state: base + "/state", status: other)
+        }
+        #expect(refused?.detail?.hasPrefix("pid \(getpid()) holds it") == true)
+        #expect(!FileSystem.exists(base + "/state"), "the refused one went on to the state directory")
+        try stateful.takeDirectories(runtime: .init(path: base + "/run2"), state: base + "/state", status: other)
+        #expect(FileSystem.exists(base + "/state/instance.lock"))
+        for path in ["/run/instance.lock", "/run2/status.json", "/run2/instance.lock", "/state/instance.lock"] {
+            unlink(base + path)
+        }
+        for path in ["/run", "/run2", "/state"] { rmdir(base + path) }
     }
 }

@@ -1,0 +1,97 @@
+import Synchronization
+import VigilConfiguration
+import VigilPOSIX
+import VigilPlatform
+
+/// Whether the previous run of a daemon stopped cleanly: a marker file written when a run
+/// begins and removed when it ends cleanly. Finding it at the next start means that run crashed,
+/// was killed with `SIGKILL`, or lost power.
+///
+/// ``PersistenceListener`` keeps one beside its state file; a daemon with persistence of its own
+/// (a database, say) keeps one too and reports it through ``ShutdownHistory``, so that
+/// `status` shows an unclean stop for it as well:
+///
+/// ```swift
+/// final class Store: Listener, ShutdownHistory {
+///     let name = "store"
+///     let marker = ShutdownMarker(path: stateDirectory + "/store.running")
+///     var previousShutdownClean: Bool? { marker.previousShutdownClean }
+///
+///     func start(context: ListenerContext) async throws {
+///         let previous = try marker.begin()  // before the store opens
+///         if !previous.clean { context.logger.warning("the previous run did not stop cleanly") }
+///         …
+///     }
+///
+///     func terminate(reason: TerminationReason, context: ListenerContext) async throws {
+///         … // the final save
+///         try marker.end()  // only after it succeeded
+///     }
+/// }
+/// ```
+public final class ShutdownMarker: ShutdownHistory {
+    /// How the previous run ended, as ``begin()`` found it.
+    public struct Previous: Sendable, Equatable {
+        /// `false` when the marker was there: the previous run did not stop cleanly.
+        public var clean: Bool
+        /// What the marker recorded (the pid; escaped, at most 64 bytes read); `nil` when clean.
+        public var pid: String?
+    }
+
+    /// The marker file.
+    public let path: String
+    private let found = Mutex<Previous?>(nil)
+
+    /// A marker at `path` (written atomically and durably; its directory must exist).
+    public init(path: String) {
+        self.path = path
+    }
+
+    /// `nil` before ``begin()``, then whether the previous run stopped cleanly.
+    public var previousShutdownClean: Bool? { found.withLock { $0?.clean } }
+
+    /// Reads how the previous run ended, then marks this run as running (the marker, holding
+    /// this process's pid, written and synced before it returns). Call it at start, before the
+    /// data it guards is opened.
+    @discardableResult
+    public func begin() throws -> Previous {
+        var previous = Previous(clean: FileSystem.isAbsent(path), pid: nil)
+        if !previous.clean {
+            // Whatever is there is read without blocking or following a link, and escaped.
+            previous.pid =
+                (try? FileSystem.read(path, limit: 64, followSymlinks: false)).map {
+                    DisplayText.escapingControlCharacters(
+                        String(decoding: $0, as: UTF8.self).trimmingTrailingWhitespace()
+                    )
+                } ?? "?"
+        }
+        try FileSystem.writeAtomically(Array("\(getpid())\n".utf8), to: path)
+        found.withLock { $0 = previous }
+        return previous
+    }
+
+    /// Marks this run as ended cleanly: removes the marker, durably. Call it only after the last
+    /// write of the data it guards succeeded; left in place, the next start reports this run
+    /// as unclean, which it then was.
+    public func end() throws {
+        try FileSystem.remove(path)
+        try FileSystem.syncDirectory(of: path)
+    }
+}
+
+/// What knows whether the daemon's previous run stopped cleanly. A listener that conforms
+/// reports it in `status.json`'s `previousShutdownClean` (the first such listener; none: the
+/// key stays absent, unknown). ``PersistenceListener`` and ``ShutdownMarker`` conform.
+public protocol ShutdownHistory: Sendable {
+    /// `false` when the previous run did not stop cleanly, `true` when it did, `nil` while
+    /// unknown (before the daemon's state was read).
+    var previousShutdownClean: Bool? { get }
+}
+
+extension String {
+    fileprivate func trimmingTrailingWhitespace() -> String {
+        var text = Substring(self)
+        while text.last?.isWhitespace == true { text.removeLast() }
+        return String(text)
+    }
+}
