@@ -456,7 +456,7 @@ import VigilTesting
         #expect(vigil == environment.vigil, "Vigil: \(environment)")
         #expect(
             libsystemd == (environment.libsystemdDiffers?.reading ?? environment.vigil),
-            "libsystemd (r=\(result)): \(environment)"
+            "libsystemd (r=\(result)): \(environment) \(environment.libsystemdDiffers?.why ?? "")"
         )
     }
 }
