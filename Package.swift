@@ -197,6 +197,15 @@ let package = Package(
             dependencies: ["VigilEventLoop", "CVigilEventLoop"],
             path: "Tests/EventLoopProbe"
         ),
+        // libsystemd's answer for the inputs Tests/VigilSystemdTests/LibsystemdConformanceTests.swift
+        // gives Vigil (sd_journal_sendv, sd_listen_fds_with_names): the reference Vigil's own
+        // protocol code is compared with. C, linked with libsystemd (libsystemd-dev,
+        // packaging/build-deps.sh); not a product.
+        .executableTarget(
+            name: "vigil-libsystemd-reference",
+            path: "Tests/LibsystemdReference",
+            linkerSettings: [.linkedLibrary("systemd")]
+        ),
         // The socket-activated child of Tests/VigilSystemdTests/SocketActivationProcessTests.swift
         // (not a product: `swift build` builds it next to the test bundle).
         .executableTarget(
@@ -212,7 +221,7 @@ let package = Package(
 // targets ignore them.
 for target in package.targets where [.executable, .test, .regular].contains(target.type) {
     // C targets (CVigil…) need no Swift module; every Swift target may `import VigilPlatform`.
-    if !target.name.hasPrefix("CVigil") && target.name != "VigilPlatform" {
+    if !target.name.hasPrefix("CVigil") && !["VigilPlatform", "vigil-libsystemd-reference"].contains(target.name) {
         target.dependencies.append("VigilPlatform")
     }
     var settings = target.swiftSettings ?? []

@@ -9,15 +9,22 @@ final class ClientInterruption: Sendable {
     private static let count = Atomic<Int>(0)
     private static let last = Atomic<Int32>(0)
     private let seen = Atomic<Int>(0)
+    private let name: String
 
-    init() {
+    /// - Parameter name: the daemon's name, for the line a SIGTERM that ends the client writes.
+    init(name: String) {
+        self.name = name
         for signal in [SIGTERM, SIGINT] {
             var action = sigaction()
             action.__sigaction_handler.sa_handler = { signal in
                 ClientInterruption.last.store(signal, ordering: .relaxed)
                 ClientInterruption.count.add(1, ordering: .relaxed)
             }
+            // Each handler runs with both signals blocked, so one never runs inside the other:
+            // the last signal recorded is the last one delivered.
             sigemptyset(&action.sa_mask)
+            sigaddset(&action.sa_mask, SIGTERM)
+            sigaddset(&action.sa_mask, SIGINT)
             sigaction(signal, &action, nil)
             // main may have blocked the handled signals for the daemon; the client takes them.
             var set = sigset_t()
@@ -38,8 +45,16 @@ final class ClientInterruption: Sendable {
         return signal
     }
 
-    /// Ends the process as the signal would have without the handler.
+    /// Ends the process as the signal would have without the handler; SIGTERM ends it with
+    /// exit 2 (no answer) instead, because the shipped unit's `SuccessExitStatus=SIGTERM`
+    /// (which keeps a stop right behind a reload clean) would make systemd count a reload
+    /// client killed by SIGTERM as a reload that succeeded.
     func dieOf(_ signal: Int32) -> Never {
+        if signal == SIGTERM {
+            let line = "\(name) reload: SIGTERM before the daemon answered; the outcome is unknown\n"
+            _ = line.withCString { write(STDERR_FILENO, $0, strlen($0)) }
+            exit(2)
+        }
         Glibc.signal(signal, SIG_DFL)
         raise(signal)
         exit(128 + signal)

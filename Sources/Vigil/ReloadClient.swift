@@ -45,7 +45,7 @@ package struct ReloadClient: Sendable {
             directoryOwner: directory.owner,
             mainPID: directories.environment.directory("MAINPID")
         )
-        let interruption = ClientInterruption()
+        let interruption = ClientInterruption(name: name)
         let sent = MonotonicClock.microseconds()
         guard kill(target, signal.rawValue) == 0 else {
             throw ControlClientError("cannot signal pid \(target): \(String(cString: strerror(errno)))")

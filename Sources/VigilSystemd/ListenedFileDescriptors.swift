@@ -50,7 +50,7 @@ extension ListenedFileDescriptor {
         let remedy =
             "systemd sets it for a socket-activated service; unset LISTEN_PID, LISTEN_FDS and LISTEN_FDNAMES when starting the daemon by hand"
         guard let pidText = environment("LISTEN_PID") else { return [] }
-        guard let listenPID = Int32(pidText), listenPID > 0 else {
+        guard let listenPID = decimal(pidText), listenPID > 0 else {
             throw ListeningSocketError(
                 .malformedEnvironment,
                 "LISTEN_PID='\(pidText.prefix(40))' is not a process id: \(remedy)"
@@ -60,7 +60,7 @@ extension ListenedFileDescriptor {
         guard listenPID == pid else { return [] }
         guard let countText = environment("LISTEN_FDS") else { return [] }
         let start = SocketActivation.firstDescriptor
-        guard let count = Int32(countText), count >= 0 else {
+        guard let count = decimal(countText), count >= 0 else {
             throw ListeningSocketError(
                 .malformedEnvironment,
                 "LISTEN_FDS='\(countText.prefix(40))' is not a count of descriptors: \(remedy)"
@@ -104,6 +104,21 @@ extension ListenedFileDescriptor {
         return names.enumerated().map { index, name in
             ListenedFileDescriptor(fileDescriptor: start + Int32(index), name: name)
         }
+    }
+}
+
+extension ListenedFileDescriptor {
+    /// A number as systemd writes it: decimal digits, no sign, no space, no leading zero.
+    /// libsystemd also reads ` 3`, `+3`, `0x3` and, in 252, `010` as 8 (base prefixes); none
+    /// of them comes from systemd, so each is refused here rather than read one way or another
+    /// (`Tests/VigilSystemdTests/LibsystemdConformanceTests.swift`).
+    fileprivate static func decimal(_ text: String) -> Int32? {
+        let digits = text.utf8
+        guard !digits.isEmpty, digits.count <= 10,
+            digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
+            digits.count == 1 || digits.first != UInt8(ascii: "0")
+        else { return nil }
+        return Int32(text)
     }
 }
 

@@ -188,6 +188,9 @@ in_sandbox systemctl stop vigild
 # shellcheck source=instance.sh
 . "$here/instance.sh"
 
+# shellcheck source=reload-stop.sh
+. "$here/reload-stop.sh"
+
 # --- systemd 254: the same unit, one reload per request, a rejected one fails ---
 # Type=notify-reload was tried and dropped (systemd/README.md): with ExecReload= emptied a rejected
 # configuration gives "Reloaded" (exit 0); with ExecReload= kept every request reloads twice.
@@ -248,6 +251,7 @@ print(" ".join(ids[e["MESSAGE_ID"]] for e in map(json.loads, sys.stdin) if e.get
   check "254: stop exits cleanly" bash -c "
     nsenter -t $pid -a systemctl stop vigild &&
     [ \"\$(nsenter -t $pid -a systemctl show -P Result vigild)\" = success ]"
+  . "$here/reload-stop.sh"
 else
   failed=$((failed + 1)); echo "FAIL - boot systemd 254"
 fi

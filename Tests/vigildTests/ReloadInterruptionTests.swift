@@ -76,7 +76,26 @@ import VigilTesting
         let running = try await Self.slowReloadInProgress(config: #"{ "heartbeat": { "message": "after" } }"#)
         running.client.send(SIGTERM)
         running.client.send(SIGINT)
-        #expect(try await running.client.waitForExit() == 128 + SIGINT || running.client.exitStatus == 128 + SIGTERM)
+        // Pending together, SIGINT is handled first and SIGTERM last: then it ends as a SIGTERM does.
+        #expect(try await running.client.waitForExit() == 128 + SIGINT || running.client.exitStatus == 2)
+        running.daemon.send(SIGTERM)
+        #expect(try await running.daemon.waitForExit() == 0)
+    }
+
+    /// A SIGTERM that ends the client (not a stop: the daemon goes on) is no answer, exit 2,
+    /// never a death by SIGTERM: the unit's SuccessExitStatus=SIGTERM would make systemd count
+    /// that as a reload that succeeded.
+    @Test func aClientEndedBySIGTERMExitsTwoNotByTheSignal() async throws {
+        let running = try await Self.slowReloadInProgress(config: #"{ "heartbeat": { "message": "after" } }"#)
+        // Pending together, the lower-numbered SIGINT is delivered first (and the handlers do not
+        // nest), so SIGTERM is the last either way.
+        running.client.send(SIGINT)
+        running.client.send(SIGTERM)
+        #expect(try await running.client.waitForExit() == 2)
+        #expect(
+            TextFile.read(running.clientOutput)?.contains("SIGTERM before the daemon answered; the outcome is unknown")
+                == true
+        )
         running.daemon.send(SIGTERM)
         #expect(try await running.daemon.waitForExit() == 0)
     }
