@@ -29,6 +29,9 @@ import VigilPlatform
 ///   daemon its status file describes (its pid proven by start time) and waits for the outcome:
 ///   0 applied, 1 rejected with the reason, 2 no daemon or no answer. What `ExecReload=` runs.
 /// - `status [--runtime-directory DIR] [--json]`: 0, or 2 without a daemon.
+/// - `systemd-unit [--executable PATH] [--socket ADDRESS]`: prints the hardened `.service` unit
+///   the daemon needs, from ``unit`` (`ExecStart=` at `PATH`, default `/usr/bin/<name>`), or with
+///   `--socket` the `.socket` unit that listens on `ADDRESS` for it.
 /// - `--help`, `help [COMMAND]`, `COMMAND --help`, `--version`.
 ///
 /// Defaults follow systemd: `$CONFIGURATION_DIRECTORY/<name>.json` (else the embedded default),
@@ -45,6 +48,8 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
     /// Lines the daemon adds to `status` (after `last reload`), from its own keys in the status
     /// file (``RuntimeStatus/decode(_:)``); label and value, escaped and aligned by the library.
     public var statusLines: @Sendable (RuntimeStatus) -> [(label: String, value: String)]
+    /// What `systemd-unit` prints the units from.
+    public var unit: SystemdUnit
 
     /// A command line for the daemon `name`, whose configuration is of type `configuration`.
     public init(
@@ -52,11 +57,13 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
         version: String,
         abstract: String,
         configuration: Configuration.Type = Configuration.self,
+        unit: SystemdUnit = SystemdUnit(),
         statusLines: @escaping @Sendable (RuntimeStatus) -> [(label: String, value: String)] = { _ in [] }
     ) {
         self.name = name
         self.version = version
         self.abstract = abstract
+        self.unit = unit
         self.statusLines = statusLines
     }
 
@@ -117,6 +124,12 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
         case .reload(let pid, let runtimeDirectory, let timeout, let signal):
             return ReloadClient(name: name, directories: directories, output: output)
                 .run(pid: pid, runtimeDirectory: runtimeDirectory, timeout: timeout, signal: signal)
+        case .systemdUnit(let executable, let socket):
+            output.standardOutput(
+                socket.map { unit.socket(name: name, address: $0) }
+                    ?? unit.service(name: name, abstract: abstract, executable: executable ?? "/usr/bin/\(name)")
+            )
+            return 0
         case .status(let runtimeDirectory, let json):
             return StatusClient(name: name, directories: directories, output: output, lines: statusLines)
                 .run(runtimeDirectory: runtimeDirectory, json: json)
@@ -265,6 +278,7 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
             "Validate a configuration file, like nginx -t: exit 0 when valid, 1 with the error on stderr."
         case .reload: "Reload the running daemon and wait for the outcome (what ExecReload= runs)."
         case .status: "Show the running daemon's status."
+        case .systemdUnit: "Print the hardened systemd unit the daemon needs (with --socket, its .socket unit)."
         }
     }
 
@@ -306,6 +320,17 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
               \(name) reload
               \(name) reload --pid $MAINPID
             """
+        case .systemdUnit:
+            """
+            Writes the .service unit to standard output: Type=notify, ExecReload= through \(name) reload, \
+            DynamicUser=, the state, runtime and configuration directories and a sandbox that \
+            systemd-analyze security rates 1.0 or less, plus what the daemon declares (its watchdog, \
+            children, stored descriptors, a socket in its runtime directory).
+
+            Examples:
+              \(name) systemd-unit > /etc/systemd/system/\(name).service
+              \(name) systemd-unit --socket /run/\(name)/\(name).sock > \(name).socket
+            """
         case .status:
             """
             Exit status: 0, or 2 when there is no running daemon.
@@ -324,7 +349,7 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
             return "The configuration file (default: $CONFIGURATION_DIRECTORY/\(name).json, else the embedded default)."
         case "--state-directory":
             return
-                "Where state.json lives (default: $STATE_DIRECTORY, else ~/.local/state/\(name), /var/lib/\(name) for root without HOME)."
+                "Where state.json lives (default: $STATE_DIRECTORY, else $XDG_STATE_HOME/\(name), ~/.local/state/\(name), /var/lib/\(name) for root without HOME)."
         case "--runtime-directory": return "Where status.json lives (default: \(runtimeDefault))."
         case "--reload-signal":
             return
@@ -334,6 +359,9 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
         case "--timeout": return "Seconds to wait for the outcome (0.01 to 86400; default: 90)."
         case "--signal": return "The signal to send: the daemon's --reload-signal (default: SIGHUP)."
         case "--json": return "Print JSON (the status file's keys plus uptimeSeconds)."
+        case "--executable": return "The executable's path in ExecStart= and ExecReload= (default: /usr/bin/\(name))."
+        case "--socket":
+            return "Print the .socket unit instead, listening on this address (/path, @abstract, PORT, HOST:PORT)."
         default: return ""
         }
     }

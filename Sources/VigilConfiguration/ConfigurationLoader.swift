@@ -58,7 +58,11 @@ public struct ConfigurationLoader<Configuration: ValidatedConfiguration>: Sendab
         }
         let configuration: Configuration
         do {
-            configuration = try JSONValueDecoder.decode(Configuration.self, from: root, rejectUnknownKeys: true)
+            var decoded = root
+            if let defaults = Configuration.defaultConfiguration as? any DefaultedConfiguration {
+                decoded = Self.laid(root, over: try JSONValueEncoder.encode(defaults))
+            }
+            configuration = try JSONValueDecoder.decode(Configuration.self, from: decoded, rejectUnknownKeys: true)
         } catch let failure as JSONValueDecoder.Failure {
             throw ConfigurationError(
                 file: file,
@@ -78,6 +82,24 @@ public struct ConfigurationLoader<Configuration: ValidatedConfiguration>: Sendab
             throw self.error(error, in: root, file: file)
         }
         return configuration
+    }
+
+    /// `file` laid over `defaults`: members of two objects merged key by key (recursively), any
+    /// other value of `file` replacing the default whole. The file's members keep their
+    /// positions; the defaults' have none (they are never wrong).
+    static func laid(_ file: JSONValue, over defaults: JSONValue) -> JSONValue {
+        guard case .object(let members) = file.kind, case .object(let defaultMembers) = defaults.kind else {
+            return file
+        }
+        var merged = members
+        for member in defaultMembers {
+            if let index = merged.lastIndex(where: { $0.key == member.key }) {
+                merged[index].value = laid(merged[index].value, over: member.value)
+            } else {
+                merged.append(member)
+            }
+        }
+        return JSONValue(.object(merged), position: file.position)
     }
 
     private func error(_ invalid: InvalidValue, in root: JSONValue, file: String) -> ConfigurationError {

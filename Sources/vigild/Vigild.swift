@@ -11,6 +11,12 @@ enum Vigild {
         version: version,
         abstract: "The Vigil reference daemon: a heartbeat worker with configuration, persistence and logging.",
         configuration: VigildConfiguration.self,
+        // `vigild systemd-unit` prints systemd/vigild.service from this (a test keeps them equal).
+        unit: SystemdUnit(
+            description: "Vigil reference daemon",
+            documentation: ["file:/usr/share/doc/vigild/README.md"],
+            watchdog: .seconds(30)
+        ),
         statusLines: { status in
             guard let own = try? status.decode(StatusKeys.self) else {
                 return [("heartbeats", "unknown (the status file has no readable heartbeat keys)")]
