@@ -33,29 +33,7 @@ public struct ConfigurationLoader<Configuration: ValidatedConfiguration>: Sendab
 
     /// Decodes configuration text; `file` names it in errors.
     public func decode(_ bytes: [UInt8], file: String) throws(ConfigurationError) -> Configuration {
-        let root: JSONValue
-        do {
-            root = try JSONParser.parse(bytes, streamSafety: .keysAndValues)
-        } catch {
-            throw ConfigurationError(
-                file: file,
-                keyPath: "",
-                line: error.position.line,
-                column: error.position.column,
-                reason: error.message == "the file is empty (only white space or comments)"
-                    ? "the file is empty; write {} to use every default, or remove the file"
-                    : "not valid JSON: \(error.message)"
-            )
-        }
-        guard case .object = root.kind else {
-            throw ConfigurationError(
-                file: file,
-                keyPath: "",
-                line: root.position.line,
-                column: root.position.column,
-                reason: "the top level must be an object ({ … }), found \(root.summary)"
-            )
-        }
+        let root = try ConfigurationText.parse(bytes, file: file)
         let configuration: Configuration
         do {
             var decoded = root
@@ -111,5 +89,37 @@ public struct ConfigurationLoader<Configuration: ValidatedConfiguration>: Sendab
             column: position.column,
             reason: invalid.reason
         )
+    }
+}
+
+/// Configuration text parsed into a JSON object, for every reader of configuration files.
+package enum ConfigurationText {
+    /// `bytes` parsed (comments, trailing commas, positions); a syntax error, an empty file or a
+    /// top level that is not an object is a ``ConfigurationError`` naming `file`, line and column.
+    package static func parse(_ bytes: [UInt8], file: String) throws(ConfigurationError) -> JSONValue {
+        let root: JSONValue
+        do {
+            root = try JSONParser.parse(bytes, streamSafety: .keysAndValues)
+        } catch {
+            throw ConfigurationError(
+                file: file,
+                keyPath: "",
+                line: error.position.line,
+                column: error.position.column,
+                reason: error.message == "the file is empty (only white space or comments)"
+                    ? "the file is empty; write {} to use every default, or remove the file"
+                    : "not valid JSON: \(error.message)"
+            )
+        }
+        guard case .object = root.kind else {
+            throw ConfigurationError(
+                file: file,
+                keyPath: "",
+                line: root.position.line,
+                column: root.position.column,
+                reason: "the top level must be an object ({ … }), found \(root.summary)"
+            )
+        }
+        return root
     }
 }

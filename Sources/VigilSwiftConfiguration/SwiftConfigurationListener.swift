@@ -60,18 +60,7 @@ public final class SwiftConfigurationListener: Listener {
             if !required && error.cause?.errno == ENOENT && FileSystem.isAbsent(path) { return [:] }
             throw error
         }
-        let root: JSONValue
-        do {
-            root = try JSONParser.parse(bytes, streamSafety: .keysAndValues)
-        } catch {
-            throw ConfigurationError(
-                file: path,
-                keyPath: "",
-                line: error.position.line,
-                column: error.position.column,
-                reason: "not valid JSON: \(error.message)"
-            )
-        }
+        let root = try ConfigurationText.parse(bytes, file: path)
         var values: [AbsoluteConfigKey: ConfigValue] = [:]
         try Self.flatten(root, path: [], into: &values, file: path)
         do {
@@ -108,13 +97,11 @@ public final class SwiftConfigurationListener: Listener {
             )
         }
         if case .object(let members) = value.kind {
-            if path.isEmpty && members.isEmpty { return }
             for member in members {
                 try flatten(member.value, path: path + [member.key], into: &values, file: file)
             }
             return
         }
-        guard !path.isEmpty else { throw failure("the top level must be an object ({ … })", at: value.position) }
         let content: ConfigContent
         switch value.kind {
         case .object, .null: return
