@@ -7,13 +7,19 @@ import VigilPlatform
 /// ```swift
 /// import Vigil
 ///
+/// struct Settings: DefaultedConfiguration {
+///     var greeting = "hello"
+///     static let defaultConfiguration = Settings()
+///     func validate() throws(InvalidValue) {}
+/// }
+///
 /// let commandLine = DaemonCommandLine(
-///     name: "mydaemon", version: "1.0", abstract: "Serves greetings.", configuration: MyConfiguration.self)
+///     name: "mydaemon", version: "1.0", abstract: "Serves greetings.", configuration: Settings.self)
 /// EventLoopExecutor.run {
 ///     await commandLine.main { options in
-///         let configuration = ConfigurationListener<MyConfiguration>(source: options.configurationSource)
+///         let configuration = ConfigurationListener<Settings>(source: options.configurationSource)
 ///         return Daemon(identifier: options.name, version: options.version,
-///                       listeners: [configuration, Worker()], logging: options.logging)
+///                       listeners: [configuration], logging: options.logging)
 ///     }
 /// }
 /// ```
