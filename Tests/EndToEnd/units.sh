@@ -1,8 +1,8 @@
 # The units the library prints (issue 23 #3), under the booted systemd: the installed
-# vigild.service (systemd/vigild.service) is `vigild systemd-unit` byte for byte, and the .socket
-# unit `vigild systemd-unit --socket` prints is one systemd-analyze verify accepts next to it.
-# (run.sh checks the shipped unit's verify and its exposure, 1.0 or less.) Sourced by run.sh;
-# needs nothing running; leaves no unit behind.
+# vigild.service (systemd/vigild.service) is `vigild systemd-unit` byte for byte; the .socket unit
+# `vigild systemd-unit --socket` prints passes systemd-analyze verify; and what
+# RuntimeDirectoryPreserve=yes (declared by socketInRuntimeDirectory) is for. (run.sh checks the
+# shipped unit's verify and its exposure, 1.0 or less.) Sourced by run.sh; leaves no unit behind.
 echo "# printed units"
 check "units: the installed vigild.service is what vigild systemd-unit prints" bash -c "
   nsenter -t $pid -a vigild systemd-unit > $work/printed.service &&
