@@ -367,7 +367,8 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
         case "--json": return "Print JSON (the status file's keys plus uptimeSeconds)."
         case "--executable": return "The executable's path in ExecStart= and ExecReload= (default: /usr/bin/\(name))."
         case "--socket":
-            return "Print the .socket unit instead, listening on this address (/path, @abstract, PORT, HOST:PORT)."
+            return
+                "Print the .socket unit instead, listening on this address (/path, @abstract, PORT, IPV4:PORT, [IPV6]:PORT)."
         default: return ""
         }
     }

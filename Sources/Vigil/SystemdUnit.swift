@@ -1,3 +1,5 @@
+import VigilPlatform
+
 /// What a daemon declares about itself for the hardened units `NAME systemd-unit` prints.
 ///
 /// Every Vigil daemon gets the same service unit (`Type=notify`, `ExecReload=` through its own
@@ -144,7 +146,7 @@ extension SystemdUnit {
     }
 
     /// Why `address` cannot be a `ListenStream=`, or `nil` when it can: an absolute path (at most
-    /// 107 bytes), an abstract `@name`, a port, `HOST:PORT` or `[IPV6]:PORT`; no white space or
+    /// 107 bytes), an abstract `@name`, a port, `IPV4:PORT` or `[IPV6]:PORT`; no white space or
     /// control characters (they would end the directive or add another).
     package static func problem(withSocketAddress address: String) -> String? {
         guard !address.isEmpty else { return "the address is empty" }
@@ -154,10 +156,19 @@ extension SystemdUnit {
         if address.hasPrefix("/") || address.hasPrefix("@") {
             return address.utf8.count <= 107 ? nil : "a socket path is at most 107 bytes"
         }
-        let port = address.split(separator: ":", omittingEmptySubsequences: false).last.map(String.init) ?? ""
-        guard let number = Int(port), (1...65535).contains(number), address == port || address.contains(":") else {
-            return "expected /path, @abstract, PORT, HOST:PORT or [IPV6]:PORT"
+        let expected = "expected /path, @abstract, PORT, IPV4:PORT or [IPV6]:PORT"
+        let colon = address.lastIndex(of: ":")
+        let port = colon.map { String(address[address.index(after: $0)...]) } ?? address
+        guard let number = Int(port), (1...65535).contains(number) else { return expected }
+        guard let colon else { return nil }
+        var host = String(address[..<colon])
+        var family = AF_INET
+        if host.hasPrefix("[") && host.hasSuffix("]") {
+            host = String(host.dropFirst().dropLast())
+            family = AF_INET6
         }
+        var buffer = [UInt8](repeating: 0, count: 16)
+        guard inet_pton(family, host, &buffer) == 1 else { return expected + " (a numeric address)" }
         return nil
     }
 

@@ -78,8 +78,10 @@ import Vigil
             ("/run/jobs/jobs.sock", nil), ("@jobs", nil), ("7000", nil), ("127.0.0.1:7000", nil), ("[::1]:7000", nil),
             ("", "the address is empty"), ("/run/a b", "the address contains white space or a control character"),
             ("/run/x\nExecStartPre=/bin/sh", "the address contains white space or a control character"),
-            ("jobs.sock", "expected /path, @abstract, PORT, HOST:PORT or [IPV6]:PORT"),
-            ("localhost:0", "expected /path, @abstract, PORT, HOST:PORT or [IPV6]:PORT"),
+            ("jobs.sock", "expected /path, @abstract, PORT, IPV4:PORT or [IPV6]:PORT"),
+            ("127.0.0.1:0", "expected /path, @abstract, PORT, IPV4:PORT or [IPV6]:PORT"),
+            ("localhost:7000", "expected /path, @abstract, PORT, IPV4:PORT or [IPV6]:PORT (a numeric address)"),
+            ("[::1:7000", "expected /path, @abstract, PORT, IPV4:PORT or [IPV6]:PORT (a numeric address)"),
             ("/" + String(repeating: "a", count: 107), "a socket path is at most 107 bytes"),
         ] as [(String, String?)]
     )
