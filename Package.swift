@@ -17,12 +17,18 @@ let package = Package(
         .library(name: "VigilLifecycle", targets: ["VigilLifecycle"]),
         .library(name: "VigilSystemd", targets: ["VigilSystemd"]),
         .library(name: "VigilTesting", targets: ["VigilTesting"]),
+        // Opt-in, for daemons that already read their configuration through swift-configuration
+        // (it brings swift-system and FoundationEssentials; vigild does not link it).
+        .library(name: "VigilSwiftConfiguration", targets: ["VigilSwiftConfiguration"]),
         .executable(name: "vigild", targets: ["vigild"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        // Only for VigilSwiftConfiguration; its default JSON trait (Foundation's JSON parser) off:
+        // the listener parses the file with Vigil's own parser.
+        .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0", traits: []),
     ],
     targets: [
         // The single-threaded executor (epoll, timerfd, signalfd) behind EventLoopExecutor.
@@ -92,6 +98,16 @@ let package = Package(
                 "VigilConfiguration",
                 "VigilLifecycle",
                 "VigilSystemd",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // SwiftConfigurationListener and its provider: swift-configuration's readers and watchers
+        // on Vigil's two-phase reload.
+        .target(
+            name: "VigilSwiftConfiguration",
+            dependencies: [
+                "VigilConfiguration", "VigilLifecycle", "VigilPOSIX",
+                .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -172,6 +188,13 @@ let package = Package(
         .testTarget(
             name: "VigilPersistenceTests",
             dependencies: ["VigilConfiguration", "VigilPersistence", "VigilPOSIX", "VigilTesting"]
+        ),
+        .testTarget(
+            name: "VigilSwiftConfigurationTests",
+            dependencies: [
+                "VigilSwiftConfiguration", "VigilTesting",
+                .product(name: "Configuration", package: "swift-configuration"),
+            ]
         ),
         .testTarget(
             name: "VigilTestingTests",

@@ -8,13 +8,19 @@ import VigilPlatform
 /// ```swift
 /// import Vigil
 ///
+/// struct Settings: DefaultedConfiguration {
+///     var greeting = "hello"
+///     static let defaultConfiguration = Settings()
+///     func validate() throws(InvalidValue) {}
+/// }
+///
 /// let commandLine = DaemonCommandLine(
-///     name: "mydaemon", version: "1.0", abstract: "Serves greetings.", configuration: MyConfiguration.self)
+///     name: "mydaemon", version: "1.0", abstract: "Serves greetings.", configuration: Settings.self)
 /// EventLoopExecutor.run {
 ///     await commandLine.main { options in
-///         let configuration = ConfigurationListener<MyConfiguration>(source: options.configurationSource)
+///         let configuration = ConfigurationListener<Settings>(source: options.configurationSource)
 ///         return Daemon(identifier: options.name, version: options.version,
-///                       listeners: [configuration, Worker()], logging: options.logging)
+///                       listeners: [configuration], logging: options.logging)
 ///     }
 /// }
 /// ```
@@ -30,6 +36,9 @@ import VigilPlatform
 ///   daemon its status file describes (its pid proven by start time) and waits for the outcome:
 ///   0 applied, 1 rejected with the reason, 2 no daemon or no answer. What `ExecReload=` runs.
 /// - `status [--runtime-directory DIR] [--json]`: 0, or 2 without a daemon.
+/// - `systemd-unit [--executable PATH] [--socket ADDRESS]`: prints the hardened `.service` unit
+///   the daemon needs, from ``unit`` (`ExecStart=` at `PATH`, default `/usr/bin/<name>`), or with
+///   `--socket` the `.socket` unit that listens on `ADDRESS` for it.
 /// - `--help`, `help [COMMAND]`, `COMMAND --help`, `--version`.
 ///
 /// Defaults follow systemd, one rule for the service and a run by hand:
@@ -55,6 +64,8 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
     /// count"); `nil` for a daemon that keeps nothing there of its own. When set, `run` creates
     /// and locks the state directory even without a `PersistenceListener`.
     public var stateContents: String?
+    /// What `systemd-unit` prints the units from.
+    public var unit: SystemdUnit
 
     /// A command line for the daemon `name`, whose configuration is of type `configuration`.
     public init(
@@ -63,12 +74,14 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
         abstract: String,
         configuration: Configuration.Type = Configuration.self,
         stateContents: String? = nil,
+        unit: SystemdUnit = SystemdUnit(),
         statusLines: @escaping @Sendable (RuntimeStatus) -> [(label: String, value: String)] = { _ in [] }
     ) {
         self.name = name
         self.version = version
         self.abstract = abstract
         self.stateContents = stateContents
+        self.unit = unit
         self.statusLines = statusLines
     }
 
@@ -129,6 +142,12 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
         case .reload(let pid, let runtimeDirectory, let timeout, let signal):
             return ReloadClient(name: name, directories: directories, output: output)
                 .run(pid: pid, runtimeDirectory: runtimeDirectory, timeout: timeout, signal: signal)
+        case .systemdUnit(let executable, let socket):
+            output.standardOutput(
+                socket.map { unit.socket(name: name, address: $0) }
+                    ?? unit.service(name: name, abstract: abstract, executable: executable ?? "/usr/bin/\(name)")
+            )
+            return 0
         case .status(let runtimeDirectory, let json):
             return StatusClient(name: name, directories: directories, output: output, lines: statusLines)
                 .run(runtimeDirectory: runtimeDirectory, json: json)
@@ -284,6 +303,7 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
             "Validate a configuration file, like nginx -t: exit 0 when valid, 1 with the error on stderr."
         case .reload: "Reload the running daemon and wait for the outcome (what ExecReload= runs)."
         case .status: "Show the running daemon's status."
+        case .systemdUnit: "Print the hardened systemd unit the daemon needs (with --socket, its .socket unit)."
         }
     }
 
@@ -325,6 +345,17 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
               \(name) reload
               \(name) reload --pid $MAINPID
             """
+        case .systemdUnit:
+            """
+            Writes the .service unit to standard output: Type=notify, ExecReload= through \(name) reload, \
+            DynamicUser=, the state, runtime and configuration directories and a sandbox that \
+            systemd-analyze security rates 1.0 or less, plus what the daemon declares (its watchdog, \
+            children, stored descriptors, a socket in its runtime directory).
+
+            Examples:
+              \(name) systemd-unit > /etc/systemd/system/\(name).service
+              \(name) systemd-unit --socket /run/\(name)/\(name).sock > \(name).socket
+            """
         case .status:
             """
             Exit status: 0, or 2 when there is no running daemon.
@@ -361,6 +392,10 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
         case "--timeout": return "Seconds to wait for the outcome (0.01 to 86400; default: 90)."
         case "--signal": return "The signal to send: the daemon's --reload-signal (default: SIGHUP)."
         case "--json": return "Print JSON (the status file's keys plus uptimeSeconds)."
+        case "--executable": return "The executable's path in ExecStart= and ExecReload= (default: /usr/bin/\(name))."
+        case "--socket":
+            return
+                "Print the .socket unit instead, listening on this address (/path, @abstract, PORT, IPV4:PORT, [IPV6]:PORT)."
         default: return ""
         }
     }

@@ -9,12 +9,14 @@ package enum DaemonInvocation: Equatable, Sendable {
     case checkConfig(file: String?)
     case reload(pid: Int32?, runtimeDirectory: String?, timeout: Double, signal: ProcessSignal)
     case status(runtimeDirectory: String?, json: Bool)
+    case systemdUnit(executable: String?, socket: String?)
 
     package enum Command: String, CaseIterable, Sendable {
         case run
         case checkConfig = "check-config"
         case reload
         case status
+        case systemdUnit = "systemd-unit"
 
         /// An option: its name and, when it takes one, its value's name.
         package struct Option: Sendable {
@@ -36,6 +38,8 @@ package enum DaemonInvocation: Equatable, Sendable {
                     Option(name: "--timeout", value: "seconds"), Option(name: "--signal", value: "signal"),
                 ]
             case .status: [Option(name: "--runtime-directory", value: "dir"), Option(name: "--json")]
+            case .systemdUnit:
+                [Option(name: "--executable", value: "path"), Option(name: "--socket", value: "address")]
             }
         }
     }
@@ -122,7 +126,7 @@ package enum DaemonInvocation: Equatable, Sendable {
         let allowed = command == .checkConfig ? 1 : 0
         if positionals.count > allowed {
             let extra = positionals[allowed]
-            let hint = explicit == nil ? " (commands: run, check-config, reload, status, help)" : ""
+            let hint = explicit == nil ? " (commands: run, check-config, reload, status, systemd-unit, help)" : ""
             throw UsageError(message: "unexpected argument '\(quoted(extra))'\(hint)", command: explicit)
         }
 
@@ -168,6 +172,25 @@ package enum DaemonInvocation: Equatable, Sendable {
             )
         case .status:
             return .status(runtimeDirectory: values["--runtime-directory"], json: values["--json"] != nil)
+        case .systemdUnit:
+            let executable = values["--executable"]
+            if let executable,
+                !executable.hasPrefix("/")
+                    || executable.unicodeScalars.contains(where: {
+                        $0.value < 0x21 || $0.value == 0x7F || "%$\\\"'".unicodeScalars.contains($0)
+                    })
+            {
+                throw UsageError(
+                    message:
+                        "--executable: '\(quoted(executable))' is not an absolute path without white space, quotes, %, $ or \\",
+                    command: .systemdUnit
+                )
+            }
+            let socket = values["--socket"]
+            if let socket, let problem = SystemdUnit.problem(withSocketAddress: socket) {
+                throw UsageError(message: "--socket: '\(quoted(socket))': \(problem)", command: .systemdUnit)
+            }
+            return .systemdUnit(executable: executable, socket: socket)
         }
     }
 
@@ -209,7 +232,7 @@ extension DaemonInvocation {
     /// Whether the command reads the directories systemd passes (all but help and version).
     var readsDirectories: Bool {
         switch self {
-        case .help, .version: false
+        case .help, .version, .systemdUnit: false
         case .run, .checkConfig, .reload, .status: true
         }
     }

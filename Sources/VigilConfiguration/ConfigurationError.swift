@@ -124,9 +124,10 @@ public struct InvalidValue: Error, Hashable, Sendable {
 /// A configuration type: `Decodable` with its own checks, and a default for a daemon that runs
 /// with no file.
 ///
-/// Keys left out of a file take their defaults: decode them with `decodeIfPresent`
-/// (``Swift/KeyedDecodingContainer/decode(_:forKey:default:)`` does it in one call). Keys the
-/// type never asks for are errors, so typos do not go unnoticed.
+/// Keys left out of a file take their defaults: either declare the type
+/// ``DefaultedConfiguration`` (a synthesized `Codable` is then enough), or write `init(from:)`
+/// with `decodeIfPresent` (``Swift/KeyedDecodingContainer/decode(_:forKey:default:)`` does it
+/// in one call). Keys the type never asks for are errors, so typos do not go unnoticed.
 ///
 /// A reload re-reads the file every time but, by default, decodes it only when its bytes
 /// changed (``validate()`` runs every time): decoding is most of a reload's work, and a
@@ -148,6 +149,25 @@ public protocol ValidatedConfiguration: Decodable, Sendable, Equatable {
 extension ValidatedConfiguration {
     public static var decodesFromTheFileAlone: Bool { true }
 }
+
+/// A configuration whose every key is optional: a key the file leaves out (at any depth) takes
+/// its value from ``ValidatedConfiguration/defaultConfiguration``, so the synthesized `Codable`
+/// conformance is all a type needs.
+///
+/// ```swift
+/// struct Settings: DefaultedConfiguration {
+///     var greeting = "hello"      // `{}` gives "hello"; `{"greeting": "hi"}` gives "hi"
+///     var interval = 5.0
+///     static let defaultConfiguration = Settings()
+///     func validate() throws(InvalidValue) {}
+/// }
+/// ```
+///
+/// The loader encodes the default, lays the file's members over it (objects merged key by key,
+/// any other value replaced whole) and decodes the result: a plain `Decodable` type with a
+/// key that has a default in Swift would otherwise fail on `{}` with "the required key … is
+/// missing". Errors still name the file's line and column; unknown keys are still errors.
+public protocol DefaultedConfiguration: ValidatedConfiguration, Encodable {}
 
 extension KeyedDecodingContainer {
     /// The value for `key`, or `defaultValue` when the key is absent or null.

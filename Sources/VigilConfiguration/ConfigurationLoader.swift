@@ -33,6 +33,70 @@ public struct ConfigurationLoader<Configuration: ValidatedConfiguration>: Sendab
 
     /// Decodes configuration text; `file` names it in errors.
     public func decode(_ bytes: [UInt8], file: String) throws(ConfigurationError) -> Configuration {
+        let root = try ConfigurationText.parse(bytes, file: file)
+        let configuration: Configuration
+        do {
+            var decoded = root
+            if let defaults = Configuration.defaultConfiguration as? any DefaultedConfiguration {
+                decoded = Self.laid(root, over: try JSONValueEncoder.encode(defaults))
+            }
+            configuration = try JSONValueDecoder.decode(Configuration.self, from: decoded, rejectUnknownKeys: true)
+        } catch let failure as JSONValueDecoder.Failure {
+            throw ConfigurationError(
+                file: file,
+                keyPath: failure.path.joined(separator: "."),
+                line: failure.position.line,
+                column: failure.position.column,
+                reason: failure.message
+            )
+        } catch let invalid as InvalidValue {
+            throw error(invalid, in: root, file: file)
+        } catch {
+            throw ConfigurationError(file: file, keyPath: "", reason: "\(error)")
+        }
+        do {
+            try configuration.validate()
+        } catch {
+            throw self.error(error, in: root, file: file)
+        }
+        return configuration
+    }
+
+    /// `file` laid over `defaults`: members of two objects merged key by key (recursively), any
+    /// other value of `file` replacing the default whole. The file's members keep their
+    /// positions; the defaults' have none (they are never wrong).
+    static func laid(_ file: JSONValue, over defaults: JSONValue) -> JSONValue {
+        guard case .object(let members) = file.kind, case .object(let defaultMembers) = defaults.kind else {
+            return file
+        }
+        var merged = members
+        for member in defaultMembers {
+            if let index = merged.lastIndex(where: { $0.key == member.key }) {
+                merged[index].value = laid(merged[index].value, over: member.value)
+            } else {
+                merged.append(member)
+            }
+        }
+        return JSONValue(.object(merged), position: file.position)
+    }
+
+    private func error(_ invalid: InvalidValue, in root: JSONValue, file: String) -> ConfigurationError {
+        let position = JSONValueDecoder.position(of: invalid.keyPath, in: root)
+        return ConfigurationError(
+            file: file,
+            keyPath: invalid.keyPath.joined(separator: "."),
+            line: position.line,
+            column: position.column,
+            reason: invalid.reason
+        )
+    }
+}
+
+/// Configuration text parsed into a JSON object, for every reader of configuration files.
+package enum ConfigurationText {
+    /// `bytes` parsed (comments, trailing commas, positions); a syntax error, an empty file or a
+    /// top level that is not an object is a ``ConfigurationError`` naming `file`, line and column.
+    package static func parse(_ bytes: [UInt8], file: String) throws(ConfigurationError) -> JSONValue {
         let root: JSONValue
         do {
             root = try JSONParser.parse(bytes, streamSafety: .keysAndValues)
@@ -56,38 +120,6 @@ public struct ConfigurationLoader<Configuration: ValidatedConfiguration>: Sendab
                 reason: "the top level must be an object ({ … }), found \(root.summary)"
             )
         }
-        let configuration: Configuration
-        do {
-            configuration = try JSONValueDecoder.decode(Configuration.self, from: root, rejectUnknownKeys: true)
-        } catch let failure as JSONValueDecoder.Failure {
-            throw ConfigurationError(
-                file: file,
-                keyPath: failure.path.joined(separator: "."),
-                line: failure.position.line,
-                column: failure.position.column,
-                reason: failure.message
-            )
-        } catch let invalid as InvalidValue {
-            throw error(invalid, in: root, file: file)
-        } catch {
-            throw ConfigurationError(file: file, keyPath: "", reason: "\(error)")
-        }
-        do {
-            try configuration.validate()
-        } catch {
-            throw self.error(error, in: root, file: file)
-        }
-        return configuration
-    }
-
-    private func error(_ invalid: InvalidValue, in root: JSONValue, file: String) -> ConfigurationError {
-        let position = JSONValueDecoder.position(of: invalid.keyPath, in: root)
-        return ConfigurationError(
-            file: file,
-            keyPath: invalid.keyPath.joined(separator: "."),
-            line: position.line,
-            column: position.column,
-            reason: invalid.reason
-        )
+        return root
     }
 }

@@ -12,6 +12,12 @@ enum Vigild {
         abstract: "The Vigil reference daemon: a heartbeat worker with configuration, persistence and logging.",
         configuration: VigildConfiguration.self,
         stateContents: "state.json, the heartbeat count",
+        // `vigild systemd-unit` prints systemd/vigild.service from this (a test keeps them equal).
+        unit: SystemdUnit(
+            description: "Vigil reference daemon",
+            documentation: ["file:/usr/share/doc/vigild/README.md"],
+            watchdog: .seconds(30)
+        ),
         statusLines: { status in
             guard let own = try? status.decode(StatusKeys.self) else {
                 return [("heartbeats", "unknown (not started yet, or the status file has no readable heartbeat keys)")]

@@ -70,9 +70,9 @@ write_config '{ "heartbeat": { "interval": 0.3, "message": "alive" }, "persisten
 in_sandbox systemctl daemon-reload
 
 check "systemd-analyze verify is clean" bash -c "out=\$(nsenter -t $pid -a systemd-analyze verify /etc/systemd/system/vigild.service 2>&1); echo \"\$out\"; [ -z \"\$out\" ]"
-check "systemd-analyze security: exposure 1.5 or less" bash -c "
+check "systemd-analyze security: exposure 1.0 or less" bash -c "
   nsenter -t $pid -a systemd-analyze security vigild.service | tail -1 | tee /dev/stderr |
-  python3 -c 'import re,sys; v=float(re.search(r\"level for vigild.service: ([0-9.]+)\", sys.stdin.read()).group(1)); sys.exit(0 if v <= 1.5 else 1)'"
+  python3 -c 'import re,sys; v=float(re.search(r\"level for vigild.service: ([0-9.]+)\", sys.stdin.read()).group(1)); sys.exit(0 if v <= 1.0 else 1)'"
 
 # --- start ---
 start=$(cursor)
@@ -190,6 +190,8 @@ in_sandbox systemctl stop vigild
 
 # shellcheck source=reload-stop.sh
 . "$here/reload-stop.sh"
+# shellcheck source=units.sh
+. "$here/units.sh"
 
 # --- systemd 254: the same unit, one reload per request, a rejected one fails ---
 # Type=notify-reload was tried and dropped (systemd/README.md): with ExecReload= emptied a rejected

@@ -155,7 +155,10 @@ import VigilTesting
         (["status", "extra"], "unexpected argument 'extra'"),
         (["check-config", "a.json", "b.json"], "unexpected argument 'b.json'"),
         (["reload", "now"], "unexpected argument 'now'"),
-        (["frobnicate"], "unexpected argument 'frobnicate' (commands: run, check-config, reload, status, help)"),
+        (
+            ["frobnicate"],
+            "unexpected argument 'frobnicate' (commands: run, check-config, reload, status, systemd-unit, help)"
+        ),
         (["help", "frobnicate"], "unknown command 'frobnicate' for help"),
         (["help", "run", "more"], "unexpected argument 'more'"),
     ])
@@ -167,7 +170,7 @@ import VigilTesting
 
     // MARK: help and version
 
-    @Test(arguments: [nil, "run", "check-config", "reload", "status"] as [String?])
+    @Test(arguments: [nil, "run", "check-config", "reload", "status", "systemd-unit"] as [String?])
     func everyCommandHasHelpListingItsOptions(command: String?) async {
         let forms: [[String]] =
             if let command {
@@ -188,6 +191,7 @@ import VigilTesting
             case nil, "run": ["--config", "--state-directory", "--runtime-directory", "--reload-signal"]
             case "reload": ["--pid", "--runtime-directory", "--timeout", "--signal"]
             case "status": ["--runtime-directory", "--json"]
+            case "systemd-unit": ["--executable", "--socket"]
             default: []
             }
         let help = expected.standardOutput
@@ -196,7 +200,7 @@ import VigilTesting
             #expect(help.contains("\n  " + option + " ") || help.contains("\n  -h, " + option), "\(option) in \(help)")
         }
         if command == nil {
-            for name in ["run", "check-config", "reload", "status", "help <command>"] {
+            for name in ["run", "check-config", "reload", "status", "systemd-unit", "help <command>"] {
                 #expect(help.contains("\n  \(name) "), "\(name) in \(help)")
             }
         }

@@ -1,10 +1,10 @@
 import Testing
 import VigilTesting
 
-/// Every ```swift block of README.md and of the DocC articles that show Vigil's own API compiles:
-/// it must appear, line for line (indentation and `import` lines aside), in ReadmeSnippets.swift,
-/// which the test build compiles. (Readiness.md and SocketActivation.md show Hummingbird code;
-/// Examples/hello-http compiles that.)
+/// The testing article's example runs: it must appear, line for line (indentation aside), in
+/// ReadmeSnippets.swift, which the test build compiles and runs. Every block that begins with
+/// `import` (README.md, WritingADaemon.md, …) is a whole program instead, built alone by
+/// Tests/Snippets/run.sh; this test checks that the documents still have such programs.
 @Suite struct ReadmeSnippetTests {
     static let project: String = {
         var path = #filePath
@@ -39,10 +39,24 @@ import VigilTesting
         return blocks.map { normalized($0) }
     }
 
-    @Test(arguments: [
-        "README.md", "Sources/Vigil/Vigil.docc/WritingADaemon.md", "Sources/Vigil/Vigil.docc/TestingADaemon.md",
-    ])
-    func everySwiftBlockIsCompiled(document: String) throws {
+    /// Whether a block (as written, before `normalized`) is a whole program.
+    static func isProgram(_ markdown: String, block index: Int) -> Bool {
+        var count = -1
+        var first = false
+        for line in markdown.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix("```swift") {
+                count += 1
+                first = true
+            } else if first {
+                if count == index { return line.hasPrefix("import ") }
+                first = false
+            }
+        }
+        return false
+    }
+
+    @Test func theTestingArticlesExampleIsATestThatRuns() throws {
+        let document = "Sources/Vigil/Vigil.docc/TestingADaemon.md"
         let markdown = try #require(TextFile.read(Self.project + "/" + document))
         let compiled = try #require(TextFile.read(Self.project + "/Tests/VigilTests/ReadmeSnippets.swift"))
         let lines = Self.normalized(compiled.split(separator: "\n", omittingEmptySubsequences: false))
@@ -57,5 +71,13 @@ import VigilTesting
                 "this snippet of \(document) is not in ReadmeSnippets.swift:\n\(block.joined(separator: "\n"))"
             )
         }
+    }
+
+    /// README.md and WritingADaemon.md open with whole programs (Tests/Snippets/run.sh builds them).
+    @Test(arguments: ["README.md", "Sources/Vigil/Vigil.docc/WritingADaemon.md"])
+    func theGuidesShowWholePrograms(document: String) throws {
+        let markdown = try #require(TextFile.read(Self.project + "/" + document))
+        #expect(Self.isProgram(markdown, block: 0) || Self.isProgram(markdown, block: 1))
+        #expect(markdown.contains("DefaultedConfiguration") || document != "README.md")
     }
 }

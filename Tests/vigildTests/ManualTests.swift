@@ -42,7 +42,7 @@ import VigilTesting
             .replacing("\\-", with: "-")
     }
 
-    @Test(arguments: [[], ["run"], ["check-config"], ["reload"], ["status"]])
+    @Test(arguments: [[], ["run"], ["check-config"], ["reload"], ["status"], ["systemd-unit"]])
     func everyOptionInTheHelpIsInTheManualAndTheCompletion(command: [String]) async throws {
         let (status, help) = try await Self.vigild(command + ["--help"])
         #expect(status == 0)

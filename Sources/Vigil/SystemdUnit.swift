@@ -1,0 +1,197 @@
+import VigilPlatform
+
+/// What a daemon declares about itself for the hardened units `NAME systemd-unit` prints.
+///
+/// Every Vigil daemon gets the same service unit (`Type=notify`, `ExecReload=` through its own
+/// `reload --pid $MAINPID`, `DynamicUser=yes`, the three directories, a sandbox that
+/// `systemd-analyze security` rates ≤ 1.0); what differs between daemons is declared here, and
+/// each declaration adds its directive:
+///
+/// ```swift
+/// let commandLine = DaemonCommandLine(
+///     name: "jobs", version: "1.0", abstract: "Runs queued jobs.", configuration: Settings.self,
+///     unit: SystemdUnit(watchdog: .seconds(30), socketInRuntimeDirectory: true, spawnsChildren: true))
+/// ```
+///
+/// `systemd/README.md` in Vigil's repository gives the reason for every directive.
+public struct SystemdUnit: Sendable, Hashable {
+    /// `Description=`; `nil` takes the command line's abstract.
+    public var description: String?
+    /// `Documentation=` URIs (`man:jobs(8)`, `file:/usr/share/doc/jobs/README.md`), in order.
+    public var documentation: [String]
+    /// `WatchdogSec=`, for a daemon whose listeners have health checks (`checkHealth`): systemd
+    /// restarts it when the pings stop. `nil`: no watchdog.
+    public var watchdog: Duration?
+    /// A socket the `.socket` unit creates lives in the runtime directory (`/run/NAME/…`): adds
+    /// `RuntimeDirectoryPreserve=yes`, without which a stop deletes the socket file while the
+    /// `.socket` unit still listens, and clients can no longer connect.
+    public var socketInRuntimeDirectory: Bool
+    /// The daemon spawns child processes that must outlive the stop signal until it has drained
+    /// them: adds `KillMode=mixed` (SIGTERM to the main process only; SIGKILL to all at the end).
+    public var spawnsChildren: Bool
+    /// How many descriptors the daemon keeps in systemd's store across restarts
+    /// (`ListeningSocket.storeInServiceManager`): `FileDescriptorStoreMax=`; 0 adds nothing.
+    public var storedDescriptors: Int
+    /// `FileDescriptorName=` of the `.socket` unit (`systemd-unit --socket ADDRESS`): the name the
+    /// daemon passes to `ListeningSocket(name:orBind:)`; `nil` takes the daemon's name.
+    public var socketName: String?
+
+    /// A unit with the given declarations; every one is off by default.
+    public init(
+        description: String? = nil,
+        documentation: [String] = [],
+        watchdog: Duration? = nil,
+        socketInRuntimeDirectory: Bool = false,
+        spawnsChildren: Bool = false,
+        storedDescriptors: Int = 0,
+        socketName: String? = nil
+    ) {
+        self.description = description
+        self.documentation = documentation
+        self.watchdog = watchdog
+        self.socketInRuntimeDirectory = socketInRuntimeDirectory
+        self.spawnsChildren = spawnsChildren
+        self.storedDescriptors = storedDescriptors
+        self.socketName = socketName
+    }
+}
+
+extension SystemdUnit {
+    /// The `.service` unit of the daemon `name`, whose executable is at `executable`.
+    ///
+    /// One directive per line, in the order of `systemd/README.md`'s table; a declaration that
+    /// adds a directive adds one line where it belongs.
+    package func service(name: String, abstract: String, executable: String) -> String {
+        var unit = ["[Unit]", "Description=\(Self.line(description ?? abstract))"]
+        unit += documentation.map { "Documentation=\(Self.line($0))" }
+        unit += ["", "[Service]", "Type=notify", "ExecStart=\(executable) run"]
+        unit.append("ExecReload=\(executable) reload --pid $MAINPID")
+        // A stop right behind a reload SIGTERMs the ExecReload= process, often before it runs
+        // our code; without this the unit ends Result=signal (systemd/README.md).
+        unit.append("SuccessExitStatus=SIGTERM")
+        if let watchdog { unit.append("WatchdogSec=\(Self.seconds(watchdog))") }
+        unit += [
+            "Restart=on-failure",
+            "RestartSec=1s",
+            "TimeoutStartSec=90s",
+            "TimeoutStopSec=60s",
+            "TimeoutAbortSec=10s",
+        ]
+        if spawnsChildren { unit.append("KillMode=mixed") }
+        if storedDescriptors > 0 { unit.append("FileDescriptorStoreMax=\(storedDescriptors)") }
+        unit += [
+            "Environment=SWIFT_BACKTRACE=enable=no",
+            "LimitNICE=-4",
+            "",
+            "DynamicUser=yes",
+            "StateDirectory=\(name)",
+            "RuntimeDirectory=\(name)",
+        ]
+        if socketInRuntimeDirectory { unit.append("RuntimeDirectoryPreserve=yes") }
+        unit += [
+            "ConfigurationDirectory=\(name)",
+            "UMask=0077",
+            "",
+            "CapabilityBoundingSet=",
+            "AmbientCapabilities=",
+            "NoNewPrivileges=yes",
+            "ProtectSystem=strict",
+            "ProtectHome=yes",
+            "PrivateTmp=yes",
+            "PrivateDevices=yes",
+            "PrivateNetwork=yes",
+            "PrivateUsers=yes",
+            "PrivateIPC=yes",
+            "ProtectHostname=yes",
+            "ProtectClock=yes",
+            "ProtectKernelTunables=yes",
+            "ProtectKernelModules=yes",
+            "ProtectKernelLogs=yes",
+            "ProtectControlGroups=yes",
+            "ProtectProc=invisible",
+            "ProcSubset=pid",
+            "RestrictAddressFamilies=AF_UNIX",
+            "RestrictNamespaces=yes",
+            "RestrictRealtime=yes",
+            "RestrictSUIDSGID=yes",
+            "LockPersonality=yes",
+            "MemoryDenyWriteExecute=yes",
+            "RemoveIPC=yes",
+            "DevicePolicy=closed",
+            "IPAddressDeny=any",
+            "SystemCallArchitectures=native",
+            "SystemCallFilter=@system-service",
+            "SystemCallFilter=~@privileged",
+            "SystemCallErrorNumber=EPERM",
+            "",
+            "[Install]",
+            "WantedBy=multi-user.target",
+        ]
+        return unit.joined(separator: "\n") + "\n"
+    }
+
+    /// The `.socket` unit that listens on `address` for the daemon `name` and passes the socket
+    /// to its service (`Accept=no`: one socket; connections queue in it while the service
+    /// restarts).
+    package func socket(name: String, address: String) -> String {
+        [
+            "[Unit]",
+            "Description=\(Self.line(name)) listening socket",
+            "",
+            "[Socket]",
+            "ListenStream=\(address)",
+            "FileDescriptorName=\(socketName ?? name)",
+            "Accept=no",
+            "",
+            "[Install]",
+            "WantedBy=sockets.target",
+        ].joined(separator: "\n") + "\n"
+    }
+
+    /// Why `address` cannot be a `ListenStream=`, or `nil` when it can: an absolute path (at most
+    /// 107 bytes), an abstract `@name`, a port, `IPV4:PORT` or `[IPV6]:PORT`; no white space or
+    /// control characters (they would end the directive or add another).
+    package static func problem(withSocketAddress address: String) -> String? {
+        guard !address.isEmpty else { return "the address is empty" }
+        if address.unicodeScalars.contains(where: { $0.value < 0x21 || $0.value == 0x7F }) {
+            return "the address contains white space or a control character"
+        }
+        if address.hasPrefix("/") || address.hasPrefix("@") {
+            return address.utf8.count <= 107 ? nil : "a socket path is at most 107 bytes"
+        }
+        let expected = "expected /path, @abstract, PORT, IPV4:PORT or [IPV6]:PORT"
+        let colon = address.lastIndex(of: ":")
+        let port = colon.map { String(address[address.index(after: $0)...]) } ?? address
+        guard let number = Int(port), (1...65535).contains(number) else { return expected }
+        guard let colon else { return nil }
+        var host = String(address[..<colon])
+        var family = AF_INET
+        if host.hasPrefix("[") && host.hasSuffix("]") {
+            host = String(host.dropFirst().dropLast())
+            family = AF_INET6
+        }
+        var buffer = [UInt8](repeating: 0, count: 16)
+        guard inet_pton(family, host, &buffer) == 1 else { return expected + " (a numeric address)" }
+        return nil
+    }
+
+    /// `Duration` as systemd writes a time span: whole seconds as `30s`, else milliseconds.
+    static func seconds(_ duration: Duration) -> String {
+        let (seconds, attoseconds) = duration.components
+        if attoseconds == 0 { return "\(seconds)s" }
+        return "\(seconds * 1000 + attoseconds / 1_000_000_000_000_000)ms"
+    }
+
+    /// Text on one line of a unit file: control characters (a newline would start a directive of
+    /// its own) become spaces, `%` (a specifier) is doubled, a trailing `\\` (a continuation) goes.
+    static func line(_ text: String) -> String {
+        var scalars = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            if scalar == "%" { scalars.append("%") }
+            scalars.append(scalar.value < 0x20 || scalar.value == 0x7F ? " " : scalar)
+        }
+        var line = String(scalars)
+        while line.last == "\\" { line.removeLast() }
+        return line
+    }
+}

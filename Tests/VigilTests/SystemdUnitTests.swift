@@ -1,0 +1,113 @@
+import Testing
+import Vigil
+
+/// `NAME systemd-unit`: each declaration adds its directive, nothing from outside can add a
+/// directive of its own, and the options are checked.
+@Suite struct SystemdUnitTests {
+    static func service(_ unit: SystemdUnit) -> [String] {
+        unit.service(name: "jobs", abstract: "Runs jobs.", executable: "/usr/bin/jobs")
+            .split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+    }
+
+    @Test func everyDaemonGetsTheHardenedNotifyUnitWithItsOwnReload() {
+        let lines = Self.service(SystemdUnit())
+        for line in [
+            "Description=Runs jobs.", "Type=notify", "ExecStart=/usr/bin/jobs run",
+            "ExecReload=/usr/bin/jobs reload --pid $MAINPID", "DynamicUser=yes", "StateDirectory=jobs",
+            "RuntimeDirectory=jobs", "ConfigurationDirectory=jobs", "PrivateNetwork=yes",
+            "RestrictAddressFamilies=AF_UNIX", "WantedBy=multi-user.target",
+        ] {
+            #expect(lines.contains(line), "\(line)")
+        }
+        for directive in [
+            "WatchdogSec=", "KillMode=", "RuntimeDirectoryPreserve=", "FileDescriptorStoreMax=", "Documentation=",
+        ] {
+            #expect(!lines.contains { $0.hasPrefix(directive) }, "\(directive) without its declaration")
+        }
+    }
+
+    @Test func eachDeclarationAddsItsDirectiveInItsSection() throws {
+        let lines = Self.service(
+            SystemdUnit(
+                documentation: ["man:jobs(8)"],
+                watchdog: .milliseconds(1500),
+                socketInRuntimeDirectory: true,
+                spawnsChildren: true,
+                storedDescriptors: 2
+            )
+        )
+        let service = try #require(lines.firstIndex(of: "[Service]"))
+        let install = try #require(lines.firstIndex(of: "[Install]"))
+        for line in [
+            "WatchdogSec=1500ms", "KillMode=mixed", "FileDescriptorStoreMax=2", "RuntimeDirectoryPreserve=yes",
+        ] {
+            let index = try #require(lines.firstIndex(of: line), "\(line)")
+            #expect(index > service && index < install, "\(line) outside [Service]")
+        }
+        #expect(lines.firstIndex(of: "Documentation=man:jobs(8)")! < service)
+        #expect(Self.service(SystemdUnit(watchdog: .seconds(30))).contains("WatchdogSec=30s"))
+    }
+
+    @Test func textFromTheDeclarationsCannotAddADirective() {
+        let lines = Self.service(SystemdUnit(description: "evil\nExecStartPre=/bin/sh 100%\\"))
+        #expect(lines.contains("Description=evil ExecStartPre=/bin/sh 100%%"))
+        #expect(!lines.contains { $0.hasPrefix("ExecStartPre=") })
+    }
+
+    @Test func theSocketUnitPassesOneNamedSocket() {
+        let unit = SystemdUnit(socketName: "queue").socket(name: "jobs", address: "127.0.0.1:7000")
+        #expect(
+            unit == """
+                [Unit]
+                Description=jobs listening socket
+
+                [Socket]
+                ListenStream=127.0.0.1:7000
+                FileDescriptorName=queue
+                Accept=no
+
+                [Install]
+                WantedBy=sockets.target
+
+                """
+        )
+    }
+
+    @Test(
+        arguments: [
+            ("/run/jobs/jobs.sock", nil), ("@jobs", nil), ("7000", nil), ("127.0.0.1:7000", nil), ("[::1]:7000", nil),
+            ("", "the address is empty"), ("/run/a b", "the address contains white space or a control character"),
+            ("/run/x\nExecStartPre=/bin/sh", "the address contains white space or a control character"),
+            ("jobs.sock", "expected /path, @abstract, PORT, IPV4:PORT or [IPV6]:PORT"),
+            ("127.0.0.1:0", "expected /path, @abstract, PORT, IPV4:PORT or [IPV6]:PORT"),
+            ("localhost:7000", "expected /path, @abstract, PORT, IPV4:PORT or [IPV6]:PORT (a numeric address)"),
+            ("[::1:7000", "expected /path, @abstract, PORT, IPV4:PORT or [IPV6]:PORT (a numeric address)"),
+            ("/" + String(repeating: "a", count: 107), "a socket path is at most 107 bytes"),
+        ] as [(String, String?)]
+    )
+    func socketAddressesAreChecked(address: String, problem: String?) {
+        #expect(SystemdUnit.problem(withSocketAddress: address) == problem)
+    }
+
+    @Test(arguments: [
+        (["systemd-unit", "--socket", "a b"], "--socket: 'a b': the address contains white space"),
+        (["systemd-unit", "--executable", "bin/jobs"], "--executable: 'bin/jobs' is not an absolute path"),
+        (["systemd-unit", "--executable", "/usr/bin/100%"], "--executable: '/usr/bin/100%' is not an absolute path"),
+        (["systemd-unit", "extra"], "unexpected argument 'extra'"),
+    ])
+    func badOptionsAreUsageErrors(arguments: [String], message: String) async {
+        let outcome = await DaemonCommandLineTests.execute(arguments)
+        #expect(outcome.status == 64)
+        #expect(outcome.standardError.hasPrefix("vigild: \(message)"), "\(outcome.standardError)")
+        #expect(outcome.standardOutput.isEmpty)
+    }
+
+    @Test func theCommandPrintsTheUnitAtTheGivenPath() async {
+        let outcome = await DaemonCommandLineTests.execute(["systemd-unit", "--executable", "/opt/jobs/bin/jobs"])
+        #expect(outcome.status == 0)
+        #expect(outcome.standardOutput.contains("\nExecStart=/opt/jobs/bin/jobs run\n"))
+        #expect(outcome.standardOutput.contains("\nExecReload=/opt/jobs/bin/jobs reload --pid $MAINPID\n"))
+        let unit = await DaemonCommandLineTests.execute(["systemd-unit"])
+        #expect(unit.standardOutput.contains("\nExecStart=/usr/bin/vigild run\n"))
+    }
+}
