@@ -1,6 +1,7 @@
 import Logging
 import Synchronization
 import VigilConfiguration
+import VigilEventLoop
 import VigilLifecycle
 import VigilPOSIX
 import VigilPlatform
@@ -14,6 +15,10 @@ import VigilSystemd
 /// removed after the final checkpoint of a clean stop; finding it at start means the previous
 /// run crashed, was killed with `SIGKILL`, or lost power. That is logged at warning level with
 /// the unclean-shutdown `MESSAGE_ID`, and ``previousShutdownClean`` is `false`.
+///
+/// The start's file work (the directory, the state file, the marker) runs on a helper thread
+/// with a deadline (``readTimeout``): a state directory on a hung file system fails the start
+/// with the path and "did not answer in 5 s" instead of wedging the daemon's thread.
 public final class PersistenceListener<Configuration: ValidatedConfiguration>: Listener {
     /// `persistence`: listeners that keep state depend on it.
     public let name = "persistence"
@@ -24,6 +29,10 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
     private let state = Mutex<(store: StateStore?, clean: Bool?)>((nil, nil))
     /// Periodic checkpoints: keep their phase across reloads that do not change the interval.
     private let checkpoints = PeriodicTask()
+    /// How long the file system may take for the start's file work (create the directory,
+    /// read the state file, write the marker) before the start fails: 5 s by default, and
+    /// never more than the listener's start budget less a tenth of it (at most 1 s).
+    public let readTimeout: Duration
 
     /// Creates the listener.
     ///
@@ -32,12 +41,15 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
     ///   - configurationListener: the name of the listener providing `Configuration`.
     ///   - checkpointInterval: how often to checkpoint from the configuration; zero means only
     ///     on `SIGUSR1` and at stop.
+    ///   - readTimeout: how long the start's file work may take; see ``readTimeout``.
     public init(
         path: String,
         configurationListener: String = "configuration",
+        readTimeout: Duration = .seconds(5),
         checkpointInterval: @escaping @Sendable (Configuration) -> Duration
     ) {
         self.path = path
+        self.readTimeout = readTimeout
         self.dependencies = [configurationListener]
         self.interval = checkpointInterval
     }
@@ -50,25 +62,64 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
 
     private var markerPath: String { path + ".running" }
 
+    /// What the start found on disk.
+    private struct Opened: Sendable {
+        var store: StateStore
+        /// The marker's content when the previous run did not stop cleanly, else `nil`.
+        var uncleanPid: String?
+    }
+
+    /// The start's file work, on the helper thread: everything that touches the state directory.
+    private static func open(path: String, markerPath: String) -> Result<Opened, any Error> {
+        Result {
+            let directory = FileSystem.parent(of: path)
+            try FileSystem.makeDirectories(directory)
+            try StateStore.checkOwnership(of: directory)
+            let store = try StateStore(path: path)
+            var unclean: String?
+            if !FileSystem.isAbsent(markerPath) {
+                // The marker holds a pid; whatever is there is read without blocking or
+                // following a link, and echoed escaped and cut short.
+                unclean =
+                    (try? FileSystem.read(markerPath, limit: 64, followSymlinks: false)).map {
+                        DisplayText.escapingControlCharacters(
+                            String(String(decoding: $0, as: UTF8.self).trimmingSuffix())
+                        )
+                    } ?? "?"
+            }
+            try FileSystem.writeAtomically(Array("\(getpid())\n".utf8), to: markerPath)
+            return Opened(store: store, uncleanPid: unclean)
+        }
+    }
+
     public func start(context: ListenerContext) async throws {
-        let directory = FileSystem.parent(of: path)
-        try FileSystem.makeDirectories(directory)
-        try StateStore.checkOwnership(of: directory)
-        let store = try StateStore(path: path)
+        let budget = context.budgets(for: name).start
+        let deadline = min(readTimeout, budget - min(budget / 10, .seconds(1)))
+        let (path, markerPath) = (path, markerPath)
+        let opened: Opened
+        switch await BlockingWorker.shared.run(deadline: deadline, { Self.open(path: path, markerPath: markerPath) }) {
+        case .finished(let result): opened = try result.get()
+        case .timedOut:
+            throw SystemError(
+                path: path,
+                operation: "open the state file",
+                errno: ETIMEDOUT,
+                detail: "the file system did not answer in \(deadline.formatted) (a hung mount?)"
+            )
+        case .cancelled:
+            throw SystemError(path: path, operation: "open the state file", errno: ECANCELED)
+        case .unavailable(let why):
+            throw SystemError(path: path, operation: "open the state file", errno: EAGAIN, detail: why)
+        }
+        let store = opened.store
         if let aside = store.restored.movedAside, let problem = store.restored.problem {
             context.logger.warning(
                 "The state file \(path) could not be read (\(problem)); moved it to \(aside) and starting from empty state",
                 metadata: ["VIGIL_STATE_FILE": "\(path)", "VIGIL_MOVED_TO": "\(aside)"]
             )
         }
-        let clean = FileSystem.isAbsent(markerPath)
-        if !clean {
-            // The marker holds a pid; whatever is there is read without blocking or following a
-            // link, and echoed escaped and cut short.
-            let previous =
-                (try? FileSystem.read(markerPath, limit: 64, followSymlinks: false)).map {
-                    DisplayText.escapingControlCharacters(String(String(decoding: $0, as: UTF8.self).trimmingSuffix()))
-                } ?? "?"
+        let clean = opened.uncleanPid == nil
+        if let previous = opened.uncleanPid {
             context.logger.warning(
                 "The previous run (pid \(previous)) did not shut down cleanly; state is as of its last checkpoint",
                 metadata: [
@@ -77,7 +128,6 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
                 ]
             )
         }
-        try FileSystem.writeAtomically(Array("\(getpid())\n".utf8), to: markerPath)
         context.values[StateStoreKey.self] = store
         state.withLock {
             $0.store = store

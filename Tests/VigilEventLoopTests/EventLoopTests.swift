@@ -109,6 +109,22 @@ import VigilTesting
                 "after theirs is gone: install=true installed=true",
             ]
         ),
+        // Issue 21 #7: a read from a hung file system blocked the loop's only thread for good.
+        Scenario(
+            name: "blocking-worker",
+            claim: "blocking calls run on one reused helper thread; a hung one is abandoned at its deadline while the "
+                + "loop goes on; stuck threads are bounded and end once their call returns",
+            lines: [
+                "finished 42, finished 43 off the loop, threads=1",
+                "a timer fired on the loop while the call hung",
+                "timed out after 200 ms or more: true, stuck=1",
+                "next call: finished 44, threads=2",
+                "timed out; then unavailable: 2 earlier calls have not returned yet "
+                    + "(at most 2 threads wait on a hung file system) within 10 ms: true",
+                "released: stuck=0 threads=0 (threads in the process: 1)",
+                "after: finished 46, threads=1",
+            ]
+        ),
     ]
 
     @Test(arguments: scenarios) func probe(_ scenario: Scenario) async throws {
