@@ -16,7 +16,9 @@ printf '%s\n' '{ "heartbeat": { "interval": 0.3, "message": "on fuse" }, "persis
 nsenter -t "$pid" -a /usr/bin/python3 /usr/local/lib/vigil-hangfs.py /srv/vigil-hangfs \
   /run/vigil-hangfs/source /run/vigil-hangfs/control > "$work/hangfs.log" 2>&1 &
 hangfs_server=$!
-check "hung fs: the FUSE file system is mounted in the sandbox" wait_until 15 test -e "$root/run/vigil-hangfs/control/ready"
+# Needs fuse3 and python3-fusepy in the booted root (packaging/build-deps.sh installs them on the host).
+hangfs_mounted() { wait_until 15 test -e "$root/run/vigil-hangfs/control/ready" || { cat "$work/hangfs.log"; return 1; }; }
+check "hung fs: the FUSE file system is mounted in the sandbox" hangfs_mounted
 hang() { touch "$root/run/vigil-hangfs/control/hang-$1"; }
 answer() { rm -f "$root/run/vigil-hangfs/control/hang-"*; }
 mkdir -p "$root/etc/systemd/system/vigild.service.d"

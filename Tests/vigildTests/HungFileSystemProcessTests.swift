@@ -123,4 +123,30 @@ private struct HangFS {
         #expect(output.contains("did not answer in 5 s"), "\(output)")
         try await fs.remove()
     }
+
+    @Test func aStartWhoseStateDirectoryHangsFailsWithThePath() async throws {
+        let directory = VigildBinary.temporaryDirectory()
+        let source = directory + "/source"
+        mkdir(source, 0o755)
+        mkdir(source + "/state", 0o700)
+        let fs = try await HangFS(serving: source, in: directory)
+        fs.hang("getattr")
+        let log = directory + "/output.log"
+        let started = MonotonicClock.microseconds()
+        let daemon = try DaemonProcess(
+            executable: VigildBinary.path,
+            arguments: [
+                "run", "--state-directory", fs.mountpoint + "/state", "--runtime-directory", directory + "/run",
+            ],
+            outputPath: log
+        )
+        let status = try await daemon.waitForExit(timeout: .seconds(20))
+        let took = Double(MonotonicClock.microseconds() - started) / 1_000_000
+        let output = TextFile.read(log) ?? ""
+        #expect(status != 0)
+        #expect(took >= 5 && took < 9, "the start ended after \(took) s; the deadline is 5 s")
+        #expect(output.contains("cannot open the state file \(fs.mountpoint)/state/state.json"), "\(output)")
+        #expect(output.contains("did not answer in 5 s"), "\(output)")
+        try await fs.remove()
+    }
 }
