@@ -103,8 +103,8 @@ package final class BlockingWorker: Sendable {
             let stuck = stuckThreads
             return .failure(
                 Refusal(
-                    reason: "\(stuck) earlier call\(stuck == 1 ? " has" : "s have") not returned yet "
-                        + "(at most \(maximumThreads) threads wait on a hung file system)"
+                    reason: "all \(maximumThreads) helper threads are taken, \(stuck) of them by earlier calls "
+                        + "that missed their deadline and have not returned (a hung file system?)"
                 )
             )
         case .some(.none):
