@@ -10,9 +10,12 @@ import VigilPlatform
 /// state file are read here, and a call that misses its deadline is abandoned: the caller hears
 /// ``Outcome/timedOut`` and goes on answering signals and the watchdog.
 ///
-/// Cost: one long-lived thread, handed each call through a semaphore (a futex wake and a switch
-/// of threads, a few microseconds), not a thread per call (tens of microseconds). A thread is
-/// made only when none is idle: at the first call, and after one hung.
+/// Cost: one long-lived thread, handed each call through a semaphore (a futex wake), not a
+/// thread per call (tens of microseconds); the caller waits in place for up to 100 µs before
+/// it suspends, so a quick read costs no suspension and no wake-up of the caller's thread. On a
+/// loaded 2-CPU machine this adds 13–28 µs to a release vigild's reload (p50 50–66 µs against
+/// 37–38 µs reading in place). A thread is made only when none is idle: at the first call, and
+/// after one hung.
 ///
 /// A thread blocked in the kernel cannot be cancelled, so a thread whose call missed its
 /// deadline is leaked: it ends by itself if the call ever returns. At most
