@@ -1,6 +1,7 @@
 #!/bin/sh
 # Installs what building, testing and packaging Vigil needs besides the Swift toolchain:
-# libsystemd's headers, pkg-config, dpkg-dev, and for the end-to-end suite python3 and systemd;
+# libsystemd's headers, pkg-config, dpkg-dev, and for the end-to-end suite python3, systemd, fuse3
+# and python3-fusepy;
 # with --package also lintian and man-db.
 # Safe to run again; does nothing when all is there.
 set -eu
@@ -10,6 +11,10 @@ if ! pkg-config --exists libsystemd 2>/dev/null; then missing="$missing libsyste
 # The end-to-end suite reads journal JSON with python3 and boots systemd (both on Debian images).
 command -v python3 >/dev/null 2>&1 || missing="$missing python3"
 [ -x /lib/systemd/systemd ] || missing="$missing systemd"
+# A FUSE file system that hangs on demand (Tests/EndToEnd/hangfs.py, issue 21 #7): fuse3 for
+# /dev/fuse's tools, python3-fusepy (with libfuse2) for the server, under Debian's python3.
+command -v fusermount3 >/dev/null 2>&1 || missing="$missing fuse3"
+/usr/bin/python3 -c 'import fusepy' >/dev/null 2>&1 || missing="$missing python3-fusepy"
 # dpkg-shlibdeps (packaging/build-deb.sh) comes with dpkg-dev.
 command -v dpkg-shlibdeps >/dev/null 2>&1 || missing="$missing dpkg-dev"
 # With --package (packaging/build-deb.sh): lintian checks the package; man-db for its pages.

@@ -1,5 +1,6 @@
 import Logging
 import Synchronization
+import VigilEventLoop
 import VigilLifecycle
 import VigilPOSIX
 import VigilPlatform
@@ -37,6 +38,11 @@ public enum ConfigurationSource: Sendable, Hashable, CustomStringConvertible {
 /// that was in force and has been deleted rejects the reload too: the running configuration
 /// stays in force until the admin writes `{}` (every default) or a new file.
 ///
+/// The file is opened and read on a helper thread (see ``readTimeout``): a file on a hung file
+/// system (a FUSE daemon that never answers, an NFS hard mount) fails the start or rejects the
+/// reload with the path and "did not answer in 5 s", while the daemon goes on answering
+/// signals and the watchdog.
+///
 /// Other listeners declare a dependency on ``name`` and read
 /// `context.values[CurrentConfiguration<Configuration>.self]`, or `reload.proposed[…]` while
 /// preparing.
@@ -52,42 +58,99 @@ public final class ConfigurationListener<Configuration: ValidatedConfiguration>:
     /// The bytes last decoded from the file and what they decoded to (before validation).
     private let lastDecoded = Mutex<(bytes: [UInt8], configuration: Configuration)?>(nil)
 
+    /// How long the file system may take to open and read the file (at start and on each
+    /// reload) before the start fails or the reload is rejected: 5 s by default, and never
+    /// more than the listener's start or reload budget less a tenth of it (at most 1 s), so
+    /// the reason is this listener's and not the mediator's "did not finish within its budget".
+    public let readTimeout: Duration
+
     /// Creates the listener for `source`.
-    public init(source: ConfigurationSource) {
+    ///
+    /// - Parameter readTimeout: how long opening and reading the file may take; see
+    ///   ``readTimeout``.
+    public init(source: ConfigurationSource, readTimeout: Duration = .seconds(5)) {
         self.source = source
+        self.readTimeout = readTimeout
     }
 
-    /// Loads the configuration from the source, as start and reload do.
+    /// Loads the configuration from the source, as start and reload do (but on the calling
+    /// thread, with no deadline).
     public func load() throws(ConfigurationError) -> Configuration {
-        try loadNoting().configuration
+        try settle(Self.readFile(source, loader: loader)).configuration
     }
 
-    private func loadNoting() throws(ConfigurationError) -> (configuration: Configuration, fromFile: Bool) {
-        switch source {
-        case .embeddedDefault:
-            return (Configuration.defaultConfiguration, false)
-        case .file(let path, let required):
-            do {
-                return (try load(path: path), true)
-            } catch {
-                // Absence is asked only after the read failed: a reload of a file that is
-                // there walks its path once (open), not twice (lstat, then open).
-                if !required && error.cause?.errno == ENOENT && FileSystem.isAbsent(path) {
-                    return (Configuration.defaultConfiguration, false)
-                }
-                throw error
+    /// What touching the file found: its bytes, or nothing at the path, or a failure.
+    private enum FileRead: Sendable {
+        case embeddedDefault
+        case bytes(path: String, [UInt8])
+        /// Nothing at the path (``FileSystem/isAbsent(_:)``), with the failed read.
+        case absent(path: String, required: Bool, ConfigurationError)
+        case failed(ConfigurationError)
+    }
+
+    /// Everything that touches the file system, so that it runs on a helper thread: the read,
+    /// and when it fails with `ENOENT`, whether the path is absent.
+    private static func readFile(_ source: ConfigurationSource, loader: ConfigurationLoader<Configuration>) -> FileRead
+    {
+        guard case .file(let path, let required) = source else { return .embeddedDefault }
+        do {
+            return .bytes(path: path, try loader.read(path: path))
+        } catch {
+            // Absence is asked only after the read failed: a reload of a file that is there
+            // walks its path once (open), not twice (lstat, then open).
+            if error.cause?.errno == ENOENT && FileSystem.isAbsent(path) {
+                return .absent(path: path, required: required, error)
             }
+            return .failed(error)
         }
     }
 
-    /// Reads the file every time; decodes it only when its bytes differ from the last ones
-    /// decoded (a reload of an unchanged file, as after log rotation, skips parsing and
-    /// decoding: most of a reload's work) and the type says its decoding depends on nothing
-    /// but the bytes (``ValidatedConfiguration/decodesFromTheFileAlone``); validation runs
-    /// every time, and a failure takes the full path, which names the key,
-    /// line and column.
-    private func load(path: String) throws(ConfigurationError) -> Configuration {
-        let bytes = try loader.read(path: path)
+    /// ``readFile(_:loader:)`` on the shared helper thread, within `budget`.
+    private func readFile(budget: Duration) async -> FileRead {
+        guard case .file(let path, _) = source else { return .embeddedDefault }
+        let deadline = min(readTimeout, budget - min(budget / 10, .seconds(1)))
+        let (source, loader) = (source, loader)
+        switch await BlockingWorker.shared.run(deadline: deadline, { Self.readFile(source, loader: loader) }) {
+        case .finished(let read):
+            return read
+        case .timedOut:
+            return .failed(
+                Self.unanswered(path, reason: "the file system did not answer in \(deadline.formatted) (a hung mount?)")
+            )
+        case .cancelled:
+            return .failed(Self.unanswered(path, reason: "the read was cancelled before the file system answered"))
+        case .unavailable(let why):
+            return .failed(Self.unanswered(path, reason: "it was not read: \(why)"))
+        }
+    }
+
+    private static func unanswered(_ path: String, reason: String) -> ConfigurationError {
+        ConfigurationError(
+            file: path,
+            keyPath: "",
+            reason: "cannot read the file: \(reason)",
+            cause: SystemError(path: path, operation: "read", errno: ETIMEDOUT, detail: reason)
+        )
+    }
+
+    /// The configuration from what the read found, and whether it came from the file.
+    private func settle(_ read: FileRead) throws(ConfigurationError) -> (configuration: Configuration, fromFile: Bool) {
+        switch read {
+        case .embeddedDefault: return (Configuration.defaultConfiguration, false)
+        case .bytes(let path, let bytes): return (try decode(bytes, path: path), true)
+        case .absent(_, let required, let error):
+            if required { throw error }
+            return (Configuration.defaultConfiguration, false)
+        case .failed(let error): throw error
+        }
+    }
+
+    /// Decodes the file's bytes only when they differ from the last ones decoded (a reload of
+    /// an unchanged file, as after log rotation, skips parsing and decoding: most of a
+    /// reload's work) and the type says its decoding depends on nothing but the bytes
+    /// (``ValidatedConfiguration/decodesFromTheFileAlone``); validation runs every time, and a
+    /// failure takes the full path, which names the key, line and column.
+    private func decode(_ bytes: [UInt8], path: String) throws(ConfigurationError) -> Configuration {
         if Configuration.decodesFromTheFileAlone, let last = lastDecoded.withLock({ $0 }), last.bytes == bytes,
             (try? last.configuration.validate()) != nil
         {
@@ -99,7 +162,8 @@ public final class ConfigurationListener<Configuration: ValidatedConfiguration>:
     }
 
     public func start(context: ListenerContext) async throws {
-        let (configuration, loadedFromFile) = try loadNoting()
+        let read = await readFile(budget: context.budgets(for: name).start)
+        let (configuration, loadedFromFile) = try settle(read)
         fromFile.withLock { $0 = (loadedFromFile, false) }
         context.values[CurrentConfiguration<Configuration>.self] = configuration
         context.logger.info(
@@ -109,21 +173,17 @@ public final class ConfigurationListener<Configuration: ValidatedConfiguration>:
     }
 
     public func prepareReload(_ reload: ReloadTransaction, context: ListenerContext) async throws -> ReloadDecision {
-        // The file is read first and its absence asked only when that fails: a reload of a file
-        // that is there walks its path once (open), not twice (lstat, then open).
         let inForce = fromFile.withLock { $0.inForce }
+        let read = await readFile(budget: context.budgets(for: name).reload)
+        if inForce, case .absent(let path, _, _) = read {
+            return .reject(reason: Self.noLongerExists(path))
+        }
         do {
-            let (configuration, loadedFromFile) = try loadNoting()
-            if inForce && !loadedFromFile, case .file(let path, _) = source {
-                return .reject(reason: Self.noLongerExists(path))
-            }
+            let (configuration, loadedFromFile) = try settle(read)
             reload.proposed[CurrentConfiguration<Configuration>.self] = configuration
             fromFile.withLock { $0.proposed = loadedFromFile }
             return .accept
         } catch {
-            if inForce, case .file(let path, _) = source, error.cause?.errno == ENOENT, FileSystem.isAbsent(path) {
-                return .reject(reason: Self.noLongerExists(path))
-            }
             return .reject(reason: error.description)
         }
     }

@@ -21,6 +21,12 @@ import CVigilEarlySignals
 /// `SIGUSR2` is a user signal (`SignalMap.default`). `SIGQUIT` keeps its default (a core dump on
 /// request).
 ///
+/// Children: ignored signals and the mask survive `exec`, so a process the daemon starts with
+/// `fork`/`exec` or a plain `posix_spawn` runs with `SIGPIPE` ignored (`yes | head` never ends)
+/// and `SIGTERM` blocked. Start children with `ChildProcess.spawn` (in `VigilPOSIX`): default
+/// dispositions for every signal, an empty mask, and none of the service manager's variables
+/// (`NOTIFY_SOCKET`, `WATCHDOG_*`, `LISTEN_*`) unless asked.
+///
 /// The client subcommands (`check-config`, `reload`, `status`, `--help`, `--version`) are not
 /// the daemon: ``settle(arguments:)`` gives them the mask and dispositions they were started
 /// with back, so Ctrl-C and `systemctl stop` end them.

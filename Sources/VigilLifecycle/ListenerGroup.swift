@@ -591,7 +591,7 @@ public protocol ErrnoRepresentable: Error {
 
 extension Duration {
     /// `1.5 s`, `250 ms`, `40 µs`: compact, for messages.
-    var formatted: String {
+    package var formatted: String {
         let (seconds, attoseconds) = components
         if seconds >= 1 {
             let tenths = attoseconds / 100_000_000_000_000_000

@@ -1,6 +1,7 @@
 import Logging
 import Synchronization
 import VigilConfiguration
+import VigilEventLoop
 import VigilLifecycle
 import VigilPOSIX
 import VigilPlatform
@@ -14,6 +15,10 @@ import VigilSystemd
 /// and removed after the final checkpoint of a clean stop; finding it at start means the
 /// previous run crashed, was killed with `SIGKILL`, or lost power. That is logged at warning
 /// level with the unclean-shutdown `MESSAGE_ID`, and ``previousShutdownClean`` is `false`.
+///
+/// The start's file work (the directory, the state file, the marker) runs on a helper thread
+/// with a deadline (``readTimeout``): a state directory on a hung file system fails the start
+/// with the path and "did not answer in 5 s" instead of wedging the daemon's thread.
 public final class PersistenceListener<Configuration: ValidatedConfiguration>: Listener, ShutdownHistory {
     /// `persistence`: listeners that keep state depend on it.
     public let name = "persistence"
@@ -25,6 +30,10 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
     private let marker: ShutdownMarker
     /// Periodic checkpoints: keep their phase across reloads that do not change the interval.
     private let checkpoints = PeriodicTask()
+    /// How long the file system may take for the start's file work (create the directory,
+    /// read the state file, write the marker) before the start fails: 5 s by default, and
+    /// never more than the listener's start budget less a tenth of it (at most 1 s).
+    public let readTimeout: Duration
 
     /// Creates the listener.
     ///
@@ -33,12 +42,15 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
     ///   - configurationListener: the name of the listener providing `Configuration`.
     ///   - checkpointInterval: how often to checkpoint from the configuration; zero means only
     ///     on `SIGUSR1` and at stop.
+    ///   - readTimeout: how long the start's file work may take; see ``readTimeout``.
     public init(
         path: String,
         configurationListener: String = "configuration",
+        readTimeout: Duration = .seconds(5),
         checkpointInterval: @escaping @Sendable (Configuration) -> Duration
     ) {
         self.path = path
+        self.readTimeout = readTimeout
         self.dependencies = [configurationListener]
         self.interval = checkpointInterval
         self.marker = ShutdownMarker(path: path + ".running")
@@ -50,18 +62,52 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
     /// The store, once started.
     public var store: StateStore? { state.withLock { $0 } }
 
+    /// What the start found on disk.
+    private struct Opened: Sendable {
+        var store: StateStore
+        /// How the previous run ended, as the marker told.
+        var previous: ShutdownMarker.Previous
+    }
+
+    /// The start's file work, on the helper thread: everything that touches the state directory.
+    private static func open(path: String, marker: ShutdownMarker) -> Result<Opened, any Error> {
+        Result {
+            let directory = FileSystem.parent(of: path)
+            try FileSystem.makeDirectories(directory)
+            try StateStore.checkOwnership(of: directory)
+            let store = try StateStore(path: path)
+            let previous = try marker.begin()
+            return Opened(store: store, previous: previous)
+        }
+    }
+
     public func start(context: ListenerContext) async throws {
-        let directory = FileSystem.parent(of: path)
-        try FileSystem.makeDirectories(directory)
-        try StateStore.checkOwnership(of: directory)
-        let store = try StateStore(path: path)
+        let budget = context.budgets(for: name).start
+        let deadline = min(readTimeout, budget - min(budget / 10, .seconds(1)))
+        let (path, marker) = (path, marker)
+        let opened: Opened
+        switch await BlockingWorker.shared.run(deadline: deadline, { Self.open(path: path, marker: marker) }) {
+        case .finished(let result): opened = try result.get()
+        case .timedOut:
+            throw SystemError(
+                path: path,
+                operation: "open the state file",
+                errno: ETIMEDOUT,
+                detail: "the file system did not answer in \(deadline.formatted) (a hung mount?)"
+            )
+        case .cancelled:
+            throw SystemError(path: path, operation: "open the state file", errno: ECANCELED)
+        case .unavailable(let why):
+            throw SystemError(path: path, operation: "open the state file", errno: EAGAIN, detail: why)
+        }
+        let store = opened.store
         if let aside = store.restored.movedAside, let problem = store.restored.problem {
             context.logger.warning(
                 "The state file \(path) could not be read (\(problem)); moved it to \(aside) and starting from empty state",
                 metadata: ["VIGIL_STATE_FILE": "\(path)", "VIGIL_MOVED_TO": "\(aside)"]
             )
         }
-        let previous = try marker.begin()
+        let previous = opened.previous
         if !previous.clean {
             context.logger.warning(
                 "The previous run (pid \(previous.pid ?? "?")) did not shut down cleanly; state is as of its last checkpoint",

@@ -1,4 +1,5 @@
 @preconcurrency import Dispatch
+import VigilPOSIX
 import VigilPlatform
 import VigilSystemd
 
@@ -114,18 +115,10 @@ public final class DaemonProcess: Sendable {
             posix_spawn_file_actions_adddup2(&actions, copy, Int32(3 + index))
         }
         // A child starts with default signal dispositions and an empty mask, whatever the runner has.
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var none = sigset_t()
-        sigemptyset(&none)
-        var all = sigset_t()
-        sigfillset(&all)
-        posix_spawnattr_setsigmask(&attributes, &none)
-        posix_spawnattr_setsigdefault(&attributes, &all)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         var child: pid_t = 0
-        let result = posix_spawn(&child, program, &actions, &attributes, argv, envp)
+        let result = ChildProcess.withCleanSignalState { attributes in
+            posix_spawn(&child, program, &actions, &attributes, argv, envp)
+        }
         guard result == 0 else {
             throw SystemCallError("posix_spawn \(executable)", result)
         }

@@ -173,6 +173,8 @@ in_sandbox systemctl stop vigild
 
 # shellcheck source=disk-full.sh
 . "$here/disk-full.sh"
+# shellcheck source=hung-fs.sh
+. "$here/hung-fs.sh"
 # shellcheck source=socket-activation.sh
 . "$here/socket-activation.sh"
 

@@ -2,7 +2,7 @@
 // process's executor, so each scenario runs in a process of its own.
 //
 // Usage: vigil-loop-probe SCENARIO, one of order, timers, cancel, stop, signals, busy,
-// task-sleep, default-executor, refused. Each prints one line per step on stdout; the tests compare them.
+// task-sleep, default-executor, refused, blocking-worker. Each prints one line per step on stdout; the tests compare them.
 // Exit status 0 (stop: 7, the body's result), 2 for an unknown scenario.
 import CVigilEventLoop
 import Synchronization
@@ -198,6 +198,63 @@ func refused() {
     line("after theirs is gone: install=\(cvigil_loop_install()) installed=\(EventLoopExecutor.isInstalled)")
 }
 
+/// `finished 42`, `timed out`, …: an outcome for a line of the report.
+func describe<Value>(_ outcome: BlockingWorker.Outcome<Value>) -> String {
+    switch outcome {
+    case .finished(let value): "finished \(value)"
+    case .timedOut: "timed out"
+    case .cancelled: "cancelled"
+    case .unavailable(let reason): "unavailable: \(reason)"
+    }
+}
+
+/// A blocking call runs on a helper thread, reused; one that misses its deadline is abandoned
+/// while the loop goes on (a timer fires meanwhile), and the next call gets a new thread; with
+/// every thread stuck a call is refused at once; a stuck thread ends once its call returns.
+func blockingWorker() async {
+    let worker = BlockingWorker(maximumThreads: 2)
+    let first = await worker.run(deadline: .seconds(10)) { pthread_equal(pthread_self(), loopThread) == 0 ? 42 : -1 }
+    let second = await worker.run(deadline: .seconds(10)) { 43 }
+    line("\(describe(first)), \(describe(second)) off the loop, threads=\(worker.threadCount)")
+    var pipes: [[Int32]] = []
+    for _ in 0..<2 {
+        var ends: [Int32] = [0, 0]
+        _ = pipe(&ends)
+        pipes.append(ends)
+    }
+    let start = MonotonicClock.nanoseconds()
+    let ticker = Task {
+        try? await EventLoopExecutor.sleep(for: .milliseconds(20))
+        line("a timer fired on the loop while the call hung")
+    }
+    let readEnd = pipes[0][0]
+    let hung = await worker.run(deadline: .milliseconds(200)) { () -> Int in
+        var byte: UInt8 = 0
+        return read(readEnd, &byte, 1)
+    }
+    await ticker.value
+    line("\(describe(hung)) after 200 ms or more: \(milliseconds(since: start) >= 200), stuck=\(worker.stuckThreads)")
+    let next = await worker.run(deadline: .seconds(10)) { 44 }
+    line("next call: \(describe(next)), threads=\(worker.threadCount)")
+    let otherEnd = pipes[1][0]
+    let again = await worker.run(deadline: .milliseconds(50)) { () -> Int in
+        var byte: UInt8 = 0
+        return read(otherEnd, &byte, 1)
+    }
+    let refusedAt = MonotonicClock.nanoseconds()
+    let refused = await worker.run(deadline: .seconds(10)) { 45 }
+    line("\(describe(again)); then \(describe(refused)) within 10 ms: \(milliseconds(since: refusedAt) < 10)")
+    var byte: UInt8 = 1
+    for ends in pipes { _ = write(ends[1], &byte, 1) }
+    let released = MonotonicClock.nanoseconds()
+    while worker.stuckThreads > 0 || threads() > 1, milliseconds(since: released) < 10_000 {
+        try? await EventLoopExecutor.sleep(for: .milliseconds(5))
+    }
+    line("released: stuck=\(worker.stuckThreads) threads=\(worker.threadCount) (threads in the process: \(threads()))")
+    let last = await worker.run(deadline: .seconds(10)) { 46 }
+    line("after: \(describe(last)), threads=\(worker.threadCount)")
+}
+
 let scenario = CommandLine.arguments.dropFirst().first ?? ""
 switch scenario {
 case "order": EventLoopExecutor.run { await order() }
@@ -210,6 +267,7 @@ case "stop":
 case "signals": EventLoopExecutor.run { await signals() }
 case "task-sleep": EventLoopExecutor.run { await taskSleep() }
 case "busy": EventLoopExecutor.run { await busy() }
+case "blocking-worker": EventLoopExecutor.run { await blockingWorker() }
 case "default-executor": line("returned \(defaultExecutor())")
 case "refused": refused()
 default:

@@ -109,6 +109,22 @@ import VigilTesting
                 "after theirs is gone: install=true installed=true",
             ]
         ),
+        // Issue 21 #7: a read from a hung file system blocked the loop's only thread for good.
+        Scenario(
+            name: "blocking-worker",
+            claim: "blocking calls run on one reused helper thread; a hung one is abandoned at its deadline while the "
+                + "loop goes on; stuck threads are bounded and end once their call returns",
+            lines: [
+                "finished 42, finished 43 off the loop, threads=1",
+                "a timer fired on the loop while the call hung",
+                "timed out after 200 ms or more: true, stuck=1",
+                "next call: finished 44, threads=2",
+                "timed out; then unavailable: all 2 helper threads are taken, 2 of them by earlier calls that "
+                    + "missed their deadline and have not returned (a hung file system?) within 10 ms: true",
+                "released: stuck=0 threads=0 (threads in the process: 1)",
+                "after: finished 46, threads=1",
+            ]
+        ),
     ]
 
     @Test(arguments: scenarios) func probe(_ scenario: Scenario) async throws {
@@ -121,5 +137,71 @@ import VigilTesting
         let second = MonotonicClock.nanoseconds()
         #expect(first <= second)
         #expect(first / 1_000 <= micro && micro <= second / 1_000)
+    }
+
+    private func describe<Value>(_ outcome: BlockingWorker.Outcome<Value>) -> String {
+        switch outcome {
+        case .finished(let value): "finished \(value)"
+        case .timedOut: "timed out"
+        case .cancelled: "cancelled"
+        case .unavailable(let reason): "unavailable: \(reason)"
+        }
+    }
+
+    /// A read from a pipe nobody writes to: a call that blocks until the test writes.
+    private func blockingRead(_ descriptor: Int32) -> @Sendable () -> Int {
+        {
+            var byte: UInt8 = 0
+            return read(descriptor, &byte, 1)
+        }
+    }
+
+    /// Without the event loop (this test runner's default executor) the deadline is a sleeping
+    /// task; a cancelled caller hears so at once; the one thread, stuck, refuses the next call.
+    @Test func theHelperThreadKeepsItsDeadlineOnTheDefaultExecutor() async throws {
+        let worker = BlockingWorker(maximumThreads: 1)
+        var ends: [Int32] = [-1, -1]
+        try #require(pipe(&ends) == 0)
+        defer {
+            close(ends[0])
+            close(ends[1])
+        }
+        let start = ContinuousClock.now
+        let hung = await worker.run(deadline: .milliseconds(100), blockingRead(ends[0]))
+        #expect(describe(hung) == "timed out")
+        #expect(ContinuousClock.now - start >= .milliseconds(100))
+        #expect(worker.stuckThreads == 1)
+        #expect(
+            describe(await worker.run(deadline: .seconds(10)) { 1 }).hasPrefix(
+                "unavailable: all 1 helper threads are taken, 1 of them"
+            )
+        )
+        var byte: UInt8 = 1
+        #expect(write(ends[1], &byte, 1) == 1)
+        try await poll(until: "the stuck thread ends") { worker.threadCount == 0 }
+        #expect(describe(await worker.run(deadline: .seconds(10)) { 2 }) == "finished 2")
+
+        // The call says it began through a second pipe, then blocks.
+        var began: [Int32] = [-1, -1]
+        try #require(pipe(&began) == 0)
+        _ = fcntl(began[0], F_SETFL, O_NONBLOCK)
+        defer {
+            close(began[0])
+            close(began[1])
+        }
+        let (readEnd, beganEnd) = (ends[0], began[1])
+        let waiter = Task {
+            await worker.run(deadline: .seconds(30)) { () -> Int in
+                var byte: UInt8 = 1
+                _ = write(beganEnd, &byte, 1)
+                return read(readEnd, &byte, 1)
+            }
+        }
+        try await poll(until: "the call is on its thread") { read(began[0], &byte, 1) == 1 }
+        waiter.cancel()
+        #expect(describe(await waiter.value) == "cancelled")
+        #expect(ContinuousClock.now - start < .seconds(10))
+        #expect(write(ends[1], &byte, 1) == 1)
+        try await poll(until: "the abandoned thread ends") { worker.threadCount == 0 }
     }
 }

@@ -1,0 +1,158 @@
+import VigilPlatform
+
+/// A process a daemon starts (a job, a hook script) with a clean signal state and without the
+/// service manager's variables: what a program expects when it starts, whatever the daemon has.
+///
+/// Ignored signals and the signal mask survive `exec`. A Vigil daemon ignores `SIGPIPE` and
+/// `SIGXFSZ` and blocks `SIGHUP`, `SIGINT`, `SIGTERM`, `SIGUSR1`, `SIGUSR2` and every real-time
+/// signal (`EarlySignals`, the event loop's signalfd), so a child started with `fork`/`exec`,
+/// `posix_spawn` without attributes or Foundation's `Process` would run with `SIGPIPE` ignored
+/// (`yes | head` never ends) and deaf to `SIGTERM`. ``spawn(_:arguments:environment:passingServiceManagerVariables:)``
+/// starts it with every signal at its default disposition and an empty mask (`posix_spawn` with
+/// `POSIX_SPAWN_SETSIGDEF` over all signals and `POSIX_SPAWN_SETSIGMASK`).
+///
+/// `NOTIFY_SOCKET`, `WATCHDOG_USEC`, `WATCHDOG_PID`, `LISTEN_FDS`, `LISTEN_PID` and
+/// `LISTEN_FDNAMES` are the daemon's, not its child's: a child that speaks sd_notify would
+/// otherwise report readiness or stopping for the daemon's unit. They are left out unless asked.
+///
+/// ```swift
+/// let hook = try ChildProcess.spawn("/usr/lib/mydaemon/on-reload", arguments: ["--quiet"])
+/// let ended = try hook.wait()  // blocks: call it off the event loop
+/// ```
+///
+/// The child inherits the descriptors not marked close-on-exec (Vigil opens its own with
+/// `O_CLOEXEC`) and the daemon's standard input, output and error (under systemd, the journal).
+public struct ChildProcess: Sendable, Hashable {
+    /// The child's pid.
+    public let pid: Int32
+
+    /// A child this process started otherwise (tests wait for one with ``wait()``).
+    package init(pid: Int32) { self.pid = pid }
+
+    /// How a child ended.
+    public enum Termination: Sendable, Hashable, CustomStringConvertible {
+        /// It exited with this status.
+        case exited(Int32)
+        /// This signal ended it.
+        case killed(by: Int32)
+
+        public var description: String {
+            switch self {
+            case .exited(let status): "exited with status \(status)"
+            case .killed(let signal): "killed by signal \(signal) (\(String(cString: strsignal(signal))))"
+            }
+        }
+    }
+
+    /// The variables of the service manager's protocols with the daemon, left out of a child's
+    /// environment unless asked.
+    public static let serviceManagerVariables: Set<String> = [
+        "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES",
+    ]
+
+    /// Starts `executable` with default dispositions for every signal and an empty signal mask.
+    ///
+    /// - Parameters:
+    ///   - executable: a path, or a name looked up in `PATH` when it holds no `/`; also the
+    ///     child's `argv[0]`.
+    ///   - arguments: the rest of its argv.
+    ///   - environment: its environment; `nil` for this process's.
+    ///   - passingServiceManagerVariables: `true` keeps ``serviceManagerVariables`` in the
+    ///     child's environment (for a child that reports to the service manager in the daemon's
+    ///     place); by default they are left out.
+    /// - Throws: ``SystemError`` with `posix_spawn`'s error (`ENOENT`: no such program,
+    ///   `EACCES`: not executable, `EAGAIN`: `RLIMIT_NPROC` reached).
+    ///
+    /// The corresponding C function is `posix_spawn` (`posix_spawnp` for a bare name).
+    public static func spawn(
+        _ executable: String,
+        arguments: [String] = [],
+        environment: [String: String]? = nil,
+        passingServiceManagerVariables: Bool = false
+    ) throws(SystemError) -> ChildProcess {
+        var entries = environment.map { $0.map { "\($0.key)=\($0.value)" } } ?? currentEnvironment()
+        if !passingServiceManagerVariables {
+            entries.removeAll { entry in
+                serviceManagerVariables.contains(String(entry.prefix { $0 != "=" }))
+            }
+        }
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        let envp = entries.map { strdup($0) } + [nil]
+        defer {
+            for pointer in argv { free(pointer) }
+            for pointer in envp { free(pointer) }
+        }
+        let result = withCleanSignalState { attributes in
+            var child: pid_t = 0
+            let result =
+                executable.contains("/")
+                ? posix_spawn(&child, executable, nil, &attributes, argv, envp)
+                : posix_spawnp(&child, executable, nil, &attributes, argv, envp)
+            return result == 0 ? child : -result
+        }
+        guard result > 0 else { throw SystemError(path: executable, operation: "start", errno: -result) }
+        return ChildProcess(pid: result)
+    }
+
+    /// Calls `body` with `posix_spawn` attributes that give the child default dispositions for
+    /// every signal (glibc's own included) and an empty mask.
+    package static func withCleanSignalState<T>(_ body: (inout posix_spawnattr_t) -> T) -> T {
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var none = sigset_t()
+        sigemptyset(&none)
+        var all = sigset_t()
+        sigfillset(&all)
+        includeInternalSignals(&all)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        return body(&attributes)
+    }
+
+    /// Waits until the child ends and reaps it; `EINTR` is retried.
+    ///
+    /// - Important: This blocks the calling thread until the child ends: on the event loop it
+    ///   would stop the daemon's signals and watchdog with it. Call it from a thread of your own.
+    ///
+    /// - Throws: ``SystemError`` (`ECHILD` when the child was reaped already).
+    ///
+    /// The corresponding C function is `waitpid`.
+    public func wait() throws(SystemError) -> Termination {
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 {
+            let code = errno
+            if code != EINTR { throw SystemError(path: "pid \(pid)", operation: "wait for", errno: code) }
+        }
+        // WIFEXITED and friends are macros Swift does not import.
+        let signal = status & 0x7f
+        return signal == 0 ? .exited((status >> 8) & 0xff) : .killed(by: signal)
+    }
+
+    /// Adds glibc's own signals (32 and 33, below `SIGRTMIN`), which `sigfillset` leaves out:
+    /// without them in the set, glibc's `posix_spawn` sets them to `SIG_IGN` in the child
+    /// (they have handlers here), and being ignored they survive `exec`. A program that uses
+    /// them as real-time signals (musl, Go) would never hear them.
+    private static func includeInternalSignals(_ set: inout sigset_t) {
+        #if canImport(Glibc)
+            let bitsPerWord = UInt.bitWidth
+            withUnsafeMutableBytes(of: &set) { bytes in
+                let words = bytes.bindMemory(to: UInt.self)
+                for signal in 32..<Int(__libc_current_sigrtmin()) {
+                    words[(signal - 1) / bitsPerWord] |= 1 << UInt((signal - 1) % bitsPerWord)
+                }
+            }
+        #endif
+    }
+
+    private static func currentEnvironment() -> [String] {
+        var entries: [String] = []
+        var cursor = environ
+        while let entry = cursor.pointee {
+            entries.append(String(cString: entry))
+            cursor += 1
+        }
+        return entries
+    }
+}

@@ -1,0 +1,152 @@
+import Glibc
+import Testing
+import Vigil
+import VigilTesting
+
+/// A FUSE file system that hangs on demand (Tests/EndToEnd/hangfs.py), mounted for one test.
+private struct HangFS {
+    let mountpoint: String
+    let control: String
+    let server: DaemonProcess
+
+    /// Serves `source` at `directory/mnt`; returns once it is mounted.
+    init(serving source: String, in directory: String) async throws {
+        mountpoint = directory + "/mnt"
+        control = directory + "/control"
+        mkdir(mountpoint, 0o755)
+        mkdir(control, 0o755)
+        var fixture = #filePath
+        while fixture.last != "/" { fixture.removeLast() }
+        fixture += "../EndToEnd/hangfs.py"
+        server = try DaemonProcess(
+            executable: "/usr/bin/python3",
+            arguments: [fixture, mountpoint, source, control],
+            outputPath: directory + "/hangfs.log"
+        )
+        let (control, log) = (control, directory + "/hangfs.log")
+        try await poll(for: "the FUSE mount (fuse3 and python3-fusepy: packaging/build-deps.sh); \(log)") {
+            access(control + "/ready", F_OK) == 0 ? () : nil
+        }
+    }
+
+    /// From now on `operation` (open, read, getattr) on any file does not answer.
+    func hang(_ operation: String) { TextFile.write(control + "/hang-" + operation, "") }
+
+    /// Returns once a request for `operation` is hanging (a reader is inside the call).
+    func awaitHung(_ operation: String) async throws {
+        let marker = control + "/hung-" + operation
+        try await poll(until: "a hanging \(operation) request") { access(marker, F_OK) == 0 }
+    }
+
+    /// Answers again, unmounts, and waits for the server to end.
+    func remove() async throws {
+        for operation in ["open", "read", "getattr"] { unlink(control + "/hang-" + operation) }
+        umount2(mountpoint, Int32(MNT_DETACH))
+        _ = try await server.waitForExit()
+    }
+}
+
+/// Issue 21 #7: a configuration on a hung file system wedged vigild's only thread (no watchdog
+/// ping, `systemctl stop` could not end it, reload failed after 61 s). The file is now read on a
+/// helper thread with a 5 s deadline.
+@Suite(.serialized) struct HungFileSystemProcessTests {
+    @Test func aReloadWhoseReadHangsIsRejectedInTimeAndTheDaemonGoesOn() async throws {
+        let directory = VigildBinary.temporaryDirectory()
+        let source = directory + "/source"
+        mkdir(source, 0o755)
+        TextFile.write(source + "/vigild.json", #"{ "heartbeat": { "interval": 0.2, "message": "alive" } }"#)
+        let fs = try await HangFS(serving: source, in: directory)
+        let socket = try FakeNotifySocket()
+        // A watchdog whose probe timeout (a quarter: 6 s) outlasts the 5 s read deadline, as the
+        // shipped unit's 30 s does: no ping is withheld while the read hangs.
+        let (daemon, _) = try await VigildBinary.start(
+            socket: socket,
+            arguments: ["--config", fs.mountpoint + "/vigild.json"],
+            environment: ["WATCHDOG_USEC": "24000000"],
+            directory: directory
+        )
+        let log = directory + "/output.log"
+        fs.hang("read")
+        let sent = MonotonicClock.microseconds()
+        daemon.send(SIGHUP)
+        try await fs.awaitHung("read")
+        let answered = try await socket.datagrams.wait("READY=1 after the reload") { datagrams in
+            datagrams.drop { !$0.lines.contains("RELOADING=1") }.contains { $0.lines.contains("READY=1") }
+        }
+        let ready = try #require(answered.last { $0.lines.contains("READY=1") })
+        let took = Double(ready.receivedAt - sent) / 1_000_000
+        #expect(took >= 5 && took < 9, "the reload was answered after \(took) s; the deadline is 5 s")
+        let status = ready.value("STATUS") ?? ""
+        #expect(status.contains("reload rejected"), "\(status)")
+        #expect(status.contains(fs.mountpoint + "/vigild.json"), "\(status)")
+        #expect(status.contains("did not answer in 5 s"), "\(status)")
+
+        // The read still hangs on its thread; the daemon answers SIGUSR1, pings the watchdog
+        // (its first ping comes 12 s after the start) and stops on SIGTERM.
+        daemon.send(SIGUSR1)
+        try await poll(until: "a checkpoint on SIGUSR1 in \(log)") {
+            (TextFile.read(log) ?? "").contains("Checkpoint written")
+        }
+        try await socket.datagrams.wait("WATCHDOG=1") { $0.contains { $0.text == "WATCHDOG=1" } }
+        #expect(!(TextFile.read(log) ?? "").contains("withholding the watchdog ping"))
+        let stopped = MonotonicClock.microseconds()
+        daemon.send(SIGTERM)
+        #expect(try await daemon.waitForExit(timeout: .seconds(10)) == 0)
+        let stopTook = Double(MonotonicClock.microseconds() - stopped) / 1_000_000
+        #expect(stopTook < 3, "the stop took \(stopTook) s")
+        try await fs.remove()
+    }
+
+    @Test func aStartWhoseReadHangsFailsWithThePathInsteadOfHanging() async throws {
+        let directory = VigildBinary.temporaryDirectory()
+        let source = directory + "/source"
+        mkdir(source, 0o755)
+        TextFile.write(source + "/vigild.json", #"{ "heartbeat": { "interval": 0.2 } }"#)
+        let fs = try await HangFS(serving: source, in: directory)
+        fs.hang("open")
+        let log = directory + "/output.log"
+        let started = MonotonicClock.microseconds()
+        let daemon = try DaemonProcess(
+            executable: VigildBinary.path,
+            arguments: [
+                "run", "--config", fs.mountpoint + "/vigild.json", "--state-directory", directory + "/state",
+                "--runtime-directory", directory + "/run",
+            ],
+            outputPath: log
+        )
+        let status = try await daemon.waitForExit(timeout: .seconds(20))
+        let took = Double(MonotonicClock.microseconds() - started) / 1_000_000
+        let output = TextFile.read(log) ?? ""
+        #expect(status != 0)
+        #expect(took >= 5 && took < 9, "the start ended after \(took) s; the deadline is 5 s")
+        #expect(output.contains(fs.mountpoint + "/vigild.json"), "\(output)")
+        #expect(output.contains("did not answer in 5 s"), "\(output)")
+        try await fs.remove()
+    }
+
+    @Test func aStartWhoseStateDirectoryHangsFailsWithThePath() async throws {
+        let directory = VigildBinary.temporaryDirectory()
+        let source = directory + "/source"
+        mkdir(source, 0o755)
+        mkdir(source + "/state", 0o700)
+        let fs = try await HangFS(serving: source, in: directory)
+        fs.hang("getattr")
+        let log = directory + "/output.log"
+        let started = MonotonicClock.microseconds()
+        let daemon = try DaemonProcess(
+            executable: VigildBinary.path,
+            arguments: [
+                "run", "--state-directory", fs.mountpoint + "/state", "--runtime-directory", directory + "/run",
+            ],
+            outputPath: log
+        )
+        let status = try await daemon.waitForExit(timeout: .seconds(20))
+        let took = Double(MonotonicClock.microseconds() - started) / 1_000_000
+        let output = TextFile.read(log) ?? ""
+        #expect(status != 0)
+        #expect(took >= 5 && took < 9, "the start ended after \(took) s; the deadline is 5 s")
+        #expect(output.contains("cannot open the state file \(fs.mountpoint)/state/state.json"), "\(output)")
+        #expect(output.contains("did not answer in 5 s"), "\(output)")
+        try await fs.remove()
+    }
+}
