@@ -83,6 +83,9 @@ public struct SystemdNotifier: Sendable {
 
     /// Datagrams waiting for systemd to take them (tests).
     package static var backlog: Int { NotifyConnection.current.withLock { $0?.backlog ?? 0 } }
+
+    /// Datagrams dropped because systemd did not take them and the backlog was full (tests).
+    package static var dropped: Int { NotifyConnection.current.withLock { $0?.dropped ?? 0 } }
 }
 
 /// One socket to one `NOTIFY_SOCKET` address, with the datagrams that wait for it.
@@ -109,6 +112,11 @@ private final class NotifyConnection: Sendable {
     struct Queue {
         var waiting: [Pending] = []
         var senderRunning = false
+        /// The sender thread could not be started (`pthread_create` failed: `RLIMIT_NPROC`,
+        /// memory) and has not been since; said once per such stretch.
+        var senderRefused = false
+        /// Datagrams dropped because the backlog was full.
+        var dropped = 0
     }
 
     let address: String
@@ -124,10 +132,18 @@ private final class NotifyConnection: Sendable {
 
     var backlog: Int { queue.withLock { $0.waiting.count } }
 
+    /// Datagrams dropped from a full backlog so far.
+    var dropped: Int { queue.withLock { $0.dropped } }
+
     /// Sends `text` (with `descriptor`, which this takes over and closes) now, or queues it
     /// behind earlier ones; returns an errno on failure.
     func send(_ text: String, passing descriptor: Int32? = nil) -> Int32? {
         let (failure, startSender): (Int32?, Bool) = queue.withLock { queue in
+            if !queue.senderRunning && !queue.waiting.isEmpty {
+                // No sender thread could be started: what systemd takes now goes, in order,
+                // without waiting; the rest waits for a thread (retried below).
+                sendWaitingWithoutBlocking(&queue)
+            }
             if queue.waiting.isEmpty {
                 switch Self.send(text, descriptor, on: socket, blocking: false) {
                 case .sent: return (nil, false)
@@ -144,9 +160,11 @@ private final class NotifyConnection: Sendable {
                     let oldest = queue.waiting.indices.dropFirst().first(where: { queue.waiting[$0].descriptor == nil })
                 else {
                     if let descriptor { close(descriptor) }
+                    queue.dropped += 1
                     return (nil, false)
                 }
                 queue.waiting.remove(at: oldest)
+                queue.dropped += 1
             }
             queue.waiting.append(Pending(text: text, descriptor: descriptor))
             let start = !queue.senderRunning
@@ -198,6 +216,17 @@ private final class NotifyConnection: Sendable {
         return outcome
     }
 
+    /// Sends waiting datagrams, oldest first, while systemd takes them without blocking; only
+    /// when no sender thread runs (it owns the head of the queue otherwise).
+    private func sendWaitingWithoutBlocking(_ queue: inout Queue) {
+        while let first = queue.waiting.first {
+            switch Self.send(first.text, first.descriptor, on: socket, blocking: false) {
+            case .wouldBlock: return
+            case .sent, .failed: queue.waiting.removeFirst()
+            }
+        }
+    }
+
     private func spawnSender() {
         let context = Unmanaged.passRetained(self).toOpaque()
         var thread = pthread_t()
@@ -213,10 +242,35 @@ private final class NotifyConnection: Sendable {
         )
         if result == 0 {
             pthread_detach(thread)
-        } else {
-            // No thread: send in place, blocking, rather than lose READY=1.
-            Unmanaged<NotifyConnection>.fromOpaque(context).release()
-            drain()
+            let recovered = queue.withLock { queue in
+                defer { queue.senderRefused = false }
+                return queue.senderRefused
+            }
+            if recovered {
+                StderrLogHandler.writeToStandardError(
+                    "<5>The notify sender thread runs again; waiting notifications go to the service manager\n"
+                )
+            }
+            return
+        }
+        // No thread (RLIMIT_NPROC reached, or no memory): never send in place with a blocking
+        // call, which would wait in the kernel for as long as systemd does not read and leave
+        // every signal (SIGTERM too) unanswered. The datagrams stay queued (the oldest dropped
+        // beyond the bound, as always) and the next notification tries a thread again.
+        Unmanaged<NotifyConnection>.fromOpaque(context).release()
+        let (firstRefusal, waiting) = queue.withLock { queue in
+            queue.senderRunning = false
+            defer { queue.senderRefused = true }
+            return (!queue.senderRefused, queue.waiting.count)
+        }
+        if firstRefusal {
+            StderrLogHandler.writeToStandardError(
+                "<3>Cannot start the thread that sends to the service manager's NOTIFY_SOCKET (pthread_create: "
+                    + "\(SystemError.describe(result))"
+                    + (result == EAGAIN ? ", RLIMIT_NPROC / LimitNPROC= reached?" : "")
+                    + "): \(waiting) notification(s) wait, kept in order (past \(Self.maximumBacklog) the oldest "
+                    + "are dropped and counted) and retried with the next notification\n"
+            )
         }
     }
 }
