@@ -18,6 +18,20 @@ func line(_ text: String) {
     _ = write(1, &bytes, bytes.count)
 }
 
+/// A `SignalWatch`, or the reason it failed on stdout and exit status 3.
+func watching(
+    _ signals: [Int32],
+    unowned: (@Sendable (Int32) -> Void)? = nil,
+    handler: @escaping @Sendable (Int32) -> Void
+) -> SignalWatch {
+    do {
+        return try SignalWatch(signals: signals, unowned: unowned, handler: handler)
+    } catch {
+        line("watch failed: \(error)")
+        exit(3)
+    }
+}
+
 /// Where the calling job runs.
 func whereAmI() -> String {
     pthread_equal(pthread_self(), loopThread) != 0 ? "on the loop thread" : "on another thread"
@@ -119,7 +133,7 @@ func signals() async {
     sigprocmask(SIG_BLOCK, &hangup, nil)
     kill(getpid(), SIGHUP)
     let (stream, delivered) = AsyncStream<String>.makeStream()
-    let watch = SignalWatch(signals: [SIGHUP, SIGUSR1, SIGUSR2]) { signal in
+    let watch = watching([SIGHUP, SIGUSR1, SIGUSR2]) { signal in
         delivered.yield("signal \(signal) \(whereAmI())")
     }
     var deliveries = stream.makeAsyncIterator()
@@ -150,7 +164,7 @@ func busy() async {
         return rounds
     }
     let (stream, delivered) = AsyncStream<String>.makeStream()
-    let watch = SignalWatch(signals: [SIGUSR1]) { signal in delivered.yield("signal \(signal) \(whereAmI())") }
+    let watch = watching([SIGUSR1]) { signal in delivered.yield("signal \(signal) \(whereAmI())") }
     var deliveries = stream.makeAsyncIterator()
     kill(getpid(), SIGUSR1)
     line("while a task spins: \(await deliveries.next() ?? "none")")
