@@ -48,7 +48,17 @@ public struct SystemdNotifier: Sendable {
     package func send(_ text: String, passing descriptor: Int32?) throws(SystemError) -> Bool {
         guard let pointer = getenv("NOTIFY_SOCKET") else { return false }
         let address = String(cString: pointer)
-        guard let connection = NotifyConnection.for(address) else {
+        let connection: NotifyConnection
+        switch NotifyConnection.for(address) {
+        case .success(let opened): connection = opened
+        case .failure(.socket(let code)):
+            throw SystemError(
+                path: address,
+                operation: "send '\(text.prefix(40))' to the service manager's NOTIFY_SOCKET",
+                errno: code,
+                detail: "cannot open a socket: \(SystemError.describe(code))"
+            )
+        case .failure(.address):
             throw SystemError(
                 path: "NOTIFY_SOCKET='\(address.prefix(80))'",
                 operation: "send '\(text.prefix(40))' to",
@@ -93,13 +103,18 @@ private final class NotifyConnection: Sendable {
     /// The connection for the address last used (`NOTIFY_SOCKET` rarely changes; tests change it).
     static let current = Mutex<NotifyConnection?>(nil)
 
-    static func `for`(_ address: String) -> NotifyConnection? {
+    static func `for`(_ address: String) -> Result<NotifyConnection, DatagramSocket.OpenFailure> {
         current.withLock { current in
-            if let connection = current, connection.address == address { return connection }
-            guard let socket = DatagramSocket(address: address) else { return nil }
+            if let connection = current, connection.address == address { return .success(connection) }
+            let socket: DatagramSocket
+            do throws(DatagramSocket.OpenFailure) {
+                socket = try DatagramSocket(opening: address)
+            } catch {
+                return .failure(error)
+            }
             let connection = NotifyConnection(address: address, socket: socket)
             current = connection
-            return connection
+            return .success(connection)
         }
     }
 
