@@ -3,7 +3,7 @@
 // Policy (written down for daemon authors in Sources/VigilEarlySignals/EarlySignals.swift too):
 // - SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2 and every real-time signal (SIGRTMIN..SIGRTMAX:
 //   `--reload-signal` may name any of them) are blocked from here on; the daemon takes the ones it
-//   owns from a signalfd. Each real-time signal queued is charged to its sender's
+//   owns from a signalfd. Each real-time signal queued is charged to a user's
 //   RLIMIT_SIGPENDING until taken: VigilEventLoop's loop takes every blocked real-time signal
 //   through its signalfd and discards (and counts) the ones the daemon does not own.
 // - Descriptors 0, 1 and 2 that are closed at exec get /dev/null, before anything can open a

@@ -258,7 +258,7 @@ static int open_descriptors(void) {
     if (timer_fd < 0) return failed("timerfd");
     // One signalfd for every signal: the watched ones join its mask later (signalfd on the same
     // descriptor needs no new one). Real-time signals that are blocked here (VigilEarlySignals
-    // blocks them all) are drained from the start: each one queued is charged to its sender's
+    // blocks them all) are drained from the start: each one queued is charged to a user's
     // RLIMIT_SIGPENDING until someone takes it.
     sigset_t blocked;
     sigemptyset(&drained);

@@ -128,6 +128,7 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
                 )
                 return 1
             }
+            EventLoopExecutor.openMissingStandardDescriptors()
             if let shortage = Self.descriptorShortage(environment: environment) {
                 output.error("\(name): cannot start: \(shortage)")
                 return 1

@@ -169,7 +169,7 @@ public enum EventLoopExecutor {
 
     /// How many signals the loop took and discarded because nobody owned them: real-time
     /// signals blocked when the loop started (all of them under `VigilEarlySignals`), which
-    /// would otherwise stay queued, each charged to its sender's `RLIMIT_SIGPENDING`, for as
+    /// would otherwise stay queued, each charged to a user's `RLIMIT_SIGPENDING`, for as
     /// long as the process lives. 0 without the loop.
     public static var discardedSignals: UInt64 { cvigil_loop_discarded_signals() }
 

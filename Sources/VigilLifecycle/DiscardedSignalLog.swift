@@ -43,7 +43,7 @@ final class DiscardedSignalLog: Sendable {
         if logNow {
             let text =
                 "Discarded \(signal): nothing in this daemon owns it. Unowned real-time signals are taken and "
-                + "dropped, so that they do not stay queued against the sender's RLIMIT_SIGPENDING; more are "
+                + "dropped, so that they do not stay queued against RLIMIT_SIGPENDING; more are "
                 + "counted and reported at most once a minute (\(EventLoopExecutor.discardedSignals) so far)."
             logger.warning("\(text)", metadata: ["vigil-signal": "\(signal)"])
         }

@@ -175,7 +175,7 @@ func busy() async {
 
 /// A real-time signal blocked when the loop starts (as VigilEarlySignals blocks them all) and
 /// owned by nobody is taken from the loop's signalfd and discarded: none stays pending (each
-/// would be charged to the sender's RLIMIT_SIGPENDING), each is counted and handed to the
+/// would be charged to a user's RLIMIT_SIGPENDING), each is counted and handed to the
 /// unowned callback; a watched one is still delivered.
 func drain() async {
     let signal = __libc_current_sigrtmin() + 5

@@ -85,7 +85,7 @@ import VigilTesting
             lines: ["while a task spins: signal \(SIGUSR1) on the loop thread", "the spinner ran meanwhile: true"]
         ),
         // Before: a real-time signal nobody owned stayed pending for the life of the process,
-        // charged to the sender's RLIMIT_SIGPENDING (issue 21, item 9).
+        // charged to a user's RLIMIT_SIGPENDING (issue 21, item 9).
         Scenario(
             name: "drain",
             claim: "blocked real-time signals nobody owns are taken, counted and discarded",

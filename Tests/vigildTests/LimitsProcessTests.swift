@@ -85,7 +85,7 @@ import VigilTesting
     }
 
     /// Before: every real-time signal vigild does not own stayed queued (blocked from the first
-    /// instruction, never taken), each charged to the sender's RLIMIT_SIGPENDING: 100,000 of
+    /// instruction, never taken), each charged to a user's RLIMIT_SIGPENDING: 100,000 of
     /// them used up root's queue (`timer_create` failed elsewhere) until vigild stopped. Now the
     /// loop takes them from its signalfd and discards them: nothing stays pending, one line
     /// says so, and the daemon answers as before.

@@ -52,7 +52,7 @@ void cvigil_loop_unwatch_signal(int signal);
 /// Called on the loop thread for each signal the loop took but nobody watches: the real-time
 /// signals that were blocked when the loop started (all of them under VigilEarlySignals) go
 /// through the loop's signalfd and are discarded, because each one left queued is charged to
-/// its sender's RLIMIT_SIGPENDING for as long as the process lives. NULL: discard silently.
+/// a user's RLIMIT_SIGPENDING for as long as the process lives. NULL: discard silently.
 void cvigil_loop_set_unowned_signal_callback(cvigil_signal_callback callback, void *context);
 
 /// How many unowned signals the loop has taken and discarded. Any thread.
