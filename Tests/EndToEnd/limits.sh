@@ -7,7 +7,10 @@ mkdir -p "$limits_dropin"
 
 # --- item 1: too few descriptors fail the start with a line, not a SIGILL ---
 # Restart=no: one start, one result (the shipped Restart=on-failure would retry the same failure).
-for limit in 5 8 11; do
+# 6: the loop's signalfd; 8: run's own check; 11: one short (no journal socket). At 5 and below
+# systemd 252 cannot set the unit's namespaces up itself (status=226/NAMESPACE, EMFILE): vigild
+# never runs.
+for limit in 6 8 11; do
   printf '[Service]\nLimitNOFILE=%s\nRestart=no\n' "$limit" > "$limits_dropin/limits.conf"
   in_sandbox systemctl daemon-reload
   before=$(cursor)
@@ -61,7 +64,7 @@ check "100,000 SIGRTMIN+5: SigQ near zero ($queued)" test "${queued:-99999}" -lt
 check "100,000 SIGRTMIN+5: one journal line says they were discarded" bash -c "
   [ \"\$(nsenter -t $pid -a journalctl -u vigild --no-pager --after-cursor='$before' | grep -c 'Discarded SIGRTMIN+5')\" = 1 ]"
 check "100,000 SIGRTMIN+5: the daemon still reloads" in_sandbox systemctl reload vigild
-check "100,000 SIGRTMIN+5: same MainPID, heartbeats go on" bash -c "
+check "100,000 SIGRTMIN+5: same MainPID" bash -c "
   [ \"\$(nsenter -t $pid -a systemctl show -P MainPID vigild)\" = $main_pid ]"
 before=$(cursor)
 check "100,000 SIGRTMIN+5: heartbeats go on" await_entry 10 "$before" "e.get('MESSAGE') == 'alive'"
