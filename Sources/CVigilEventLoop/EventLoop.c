@@ -8,7 +8,8 @@
 // Global jobs wait on one queue that `cvigil_loop_run` drains on its thread; Dispatch's main queue
 // is drained from the loop through its run-loop handle (as CoreFoundation's run loop does), so
 // main-actor jobs run on the loop thread too; timers (EventLoopExecutor.sleep) wait in a binary
-// heap under one timerfd; signals arrive through a signalfd. The hook uses Swift's calling
+// heap under one timerfd, which is also how other threads wake the loop; signals arrive through
+// one signalfd. The hook uses Swift's calling
 // convention, which clang spells `swiftcall`.
 #define _GNU_SOURCE
 #include "CVigilEventLoop.h"
@@ -63,7 +64,7 @@ static uint64_t timer_sequence;
 static uint64_t armed_deadline;  // what the timerfd is set to; 0 = disarmed
 static bool installing, installed, running, stopping;
 static pthread_t loop_thread;
-static int epoll_fd = -1, wake_fd = -1, timer_fd = -1, signal_fd = -1, main_queue_fd = -1;
+static int epoll_fd = -1, timer_fd = -1, signal_fd = -1, main_queue_fd = -1;
 static sigset_t watched;   // signals with a callback
 static sigset_t drained;   // real-time signals blocked at the loop's start: taken, and discarded if unowned
 static cvigil_signal_callback callbacks[_NSIG];
@@ -90,11 +91,15 @@ static void grow(void **array, size_t *capacity, size_t element) {
 
 static bool on_loop_thread(void) { return running && pthread_equal(pthread_self(), loop_thread); }
 
+// Wakes the loop from another thread by making its timerfd expire now: the timerfd is both the
+// sleep timer and the doorbell, one descriptor instead of two (issue 21: every descriptor counts
+// under a small LimitNOFILE=). The loop arms the timerfd for its next deadline with the lock held,
+// after it found the ready queue empty; a job pushed after that comes with a wake that overrides
+// that arming, so no wake-up is lost; one that comes late costs one spurious turn of the loop.
 static void wake(void) {
-    if (wake_fd < 0 || on_loop_thread()) return;
-    uint64_t one = 1;
-    ssize_t ignored = write(wake_fd, &one, sizeof one);
-    (void)ignored;
+    if (timer_fd < 0 || on_loop_thread()) return;
+    struct itimerspec now = {.it_value = {.tv_sec = 0, .tv_nsec = 1}};
+    timerfd_settime(timer_fd, 0, &now, NULL);
 }
 
 static void push_ready(Job *job) {
@@ -252,8 +257,6 @@ static int open_descriptors(void) {
     int epoll = epoll_create1(EPOLL_CLOEXEC);
     if (epoll < 0) return failed("epoll (epoll_create1)");
     epoll_fd = epoll;
-    wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (wake_fd < 0) return failed("wake-up eventfd");
     timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
     if (timer_fd < 0) return failed("timerfd");
     // One signalfd for every signal: the watched ones join its mask later (signalfd on the same
@@ -272,7 +275,7 @@ static int open_descriptors(void) {
     signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
     pthread_mutex_unlock(&lock);
     if (signal_fd < 0) return failed("signalfd");
-    if (add(wake_fd) < 0 || add(timer_fd) < 0 || add(signal_fd) < 0) return failed("epoll registration (epoll_ctl)");
+    if (add(timer_fd) < 0 || add(signal_fd) < 0) return failed("epoll registration (epoll_ctl)");
     // Dispatch drains its main queue only on the main thread.
     bool main_thread = getpid() == (pid_t)syscall(SYS_gettid);
     if (main_thread && _dispatch_get_main_queue_handle_4CF && _dispatch_main_queue_callback_4CF) {
@@ -373,10 +376,11 @@ static void poll_events(int timeout) {
     for (int index = 0; index < ready_events; index++) {
         int fd = events[index].data.fd;
         uint64_t value;
-        if (fd == wake_fd || fd == timer_fd) {
+        if (fd == timer_fd) {
+            // Its deadline came, or another thread rang (see wake): either way disarmed now.
             ssize_t ignored = read(fd, &value, sizeof value);
             (void)ignored;
-            if (fd == timer_fd) armed_deadline = 0;
+            armed_deadline = 0;
         } else if (fd == signal_fd) {
             deliver_signals();
         } else if (fd == main_queue_fd) {
@@ -425,7 +429,9 @@ int cvigil_loop_run(void) {
             ready_count = 0;
         }
         bool stop = stopping && count == 0;
-        uint64_t next = timer_count ? timers[0].deadline : 0;
+        // About to sleep: arm the timerfd for the earliest deadline with the lock held, so that
+        // a job, timer or stop that comes after this check brings a wake that overrides it.
+        if (!count && !stop) arm(timer_count ? timers[0].deadline : 0);
         pthread_mutex_unlock(&lock);
         if (stop) break;
         if (count) {
@@ -439,7 +445,6 @@ int cvigil_loop_run(void) {
             }
             continue;
         }
-        arm(next);
         poll_events(-1);
         polled = monotonic_now();
     }

@@ -168,7 +168,7 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
 
     /// The fewest descriptors `run` works with: stdin, stdout and stderr, the event loop's
     /// (``EventLoopExecutor``), the runtime directory, the one file being read or written at a
-    /// time, and the notify and journal sockets when systemd gives them (12 under the unit).
+    /// time, and the notify and journal sockets when systemd gives them (11 under the unit).
     package static func descriptorsNeeded(environment: CommandEnvironment) -> Int {
         3 + EventLoopExecutor.loopDescriptors + 2 + (environment.variable("NOTIFY_SOCKET") == nil ? 0 : 1)
             + (environment.variable("JOURNAL_STREAM") == nil ? 0 : 1)

@@ -134,15 +134,15 @@ public enum EventLoopExecutor {
         return (getenv("JOURNAL_STREAM") != nil ? "<3>" : "") + line + "\n"
     }
 
-    /// Descriptors the loop holds: epoll, a wake-up eventfd, a timerfd, one signalfd for every
-    /// signal, Dispatch's main-queue eventfd.
-    package static let loopDescriptors = 5
+    /// Descriptors the loop holds: epoll, a timerfd (its sleeps, and how other threads wake it),
+    /// one signalfd for every signal, Dispatch's main-queue eventfd.
+    package static let loopDescriptors = 4
 
     /// The smallest `RLIMIT_NOFILE` (`LimitNOFILE=`) vigild starts, reloads and stops with under
-    /// systemd: stdin, stdout, stderr, the loop's five, the notify and journal sockets, the
+    /// systemd: stdin, stdout, stderr, the loop's four, the notify and journal sockets, the
     /// runtime directory and one for the file being read or written (measured: see the README's
     /// failure-mode table).
-    package static let minimumDescriptorLimit = 12
+    package static let minimumDescriptorLimit = 11
 
     /// The errno's symbolic name and the OS's words: "EMFILE (Too many open files)".
     package static func describe(_ code: Int32) -> String {

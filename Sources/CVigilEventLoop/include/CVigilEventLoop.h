@@ -18,8 +18,9 @@ bool cvigil_loop_install(void);
 
 /// Runs jobs, timers and signal callbacks on this thread until `cvigil_loop_stop`.
 /// Returns 0, or an errno when the loop's descriptors could not be set up (before any job ran;
-/// `cvigil_loop_failed_descriptor` names the one). The loop holds five descriptors: epoll, a
-/// wake-up eventfd, a timerfd, one signalfd for every signal, and Dispatch's main-queue eventfd.
+/// `cvigil_loop_failed_descriptor` names the one). The loop holds four descriptors: epoll, a
+/// timerfd (its sleeps, and how other threads wake it), one signalfd for every signal, and
+/// Dispatch's main-queue eventfd.
 int cvigil_loop_run(void);
 
 /// Opens /dev/null on each of descriptors 0, 1 and 2 that is closed, so that no descriptor the
