@@ -7,20 +7,26 @@ mkdir -p "$limits_dropin"
 
 # --- item 1: too few descriptors fail the start with a line, not a SIGILL ---
 # Restart=no: one start, one result (the shipped Restart=on-failure would retry the same failure).
-# 6: the loop's last descriptor (Dispatch's eventfd); 8: run's own check; 10: one short. At 5 and below
-# systemd 252 cannot set the unit's namespaces up itself (status=226/NAMESPACE, EMFILE): vigild
-# never runs.
+# 6: the loop's last descriptor (Dispatch's eventfd); 8: run's own check; 10: one short. With few
+# descriptors systemd may fail to set the unit up itself before vigild runs (status=226/NAMESPACE,
+# EMFILE: 252 at 5, 254 at 7): such a limit says so and checks nothing of vigild's.
 for limit in 6 8 10; do
   printf '[Service]\nLimitNOFILE=%s\nRestart=no\n' "$limit" > "$limits_dropin/limits.conf"
   in_sandbox systemctl daemon-reload
   before=$(cursor)
   check "LimitNOFILE=$limit: systemctl start fails" bash -c "! nsenter -t $pid -a systemctl start vigild"
-  check "LimitNOFILE=$limit: vigild exited 1, not killed by a signal (no SIGILL, no core)" bash -c "
-    [ \"\$(nsenter -t $pid -a systemctl show -P ExecMainCode vigild)\" = 1 ] &&
-    [ \"\$(nsenter -t $pid -a systemctl show -P ExecMainStatus vigild)\" = 1 ] &&
-    [ \"\$(nsenter -t $pid -a systemctl show -P Result vigild)\" = exit-code ]"
-  check "LimitNOFILE=$limit: the journal names EMFILE and LimitNOFILE=" await_entry 10 "$before" \
-    "'EMFILE' in e.get('MESSAGE', '') and 'LimitNOFILE=' in e.get('MESSAGE', '')"
+  spawn_status=$(show ExecMainStatus)
+  # systemd's own EXIT_* codes are 200 and up (systemd.exec(5)); vigild exits 0, 1, 2 or 64.
+  if [ "${spawn_status:-0}" -ge 200 ]; then
+    echo "skip - LimitNOFILE=$limit: systemd itself cannot spawn the unit (status=$spawn_status); vigild never ran"
+  else
+    check "LimitNOFILE=$limit: vigild exited 1, not killed by a signal (no SIGILL, no core)" bash -c "
+      [ \"\$(nsenter -t $pid -a systemctl show -P ExecMainCode vigild)\" = 1 ] &&
+      [ \"\$(nsenter -t $pid -a systemctl show -P ExecMainStatus vigild)\" = 1 ] &&
+      [ \"\$(nsenter -t $pid -a systemctl show -P Result vigild)\" = exit-code ]"
+    check "LimitNOFILE=$limit: the journal names EMFILE and LimitNOFILE=" await_entry 10 "$before" \
+      "'EMFILE' in e.get('MESSAGE', '') and 'LimitNOFILE=' in e.get('MESSAGE', '')"
+  fi
   in_sandbox systemctl reset-failed vigild
 done
 
