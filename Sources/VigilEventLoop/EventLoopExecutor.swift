@@ -104,7 +104,7 @@ public enum EventLoopExecutor {
         let failed = cvigil_loop_run()
         if failed != 0 {
             // No job has run: nothing to stop but the process. One line on stderr (the journal
-            // under systemd) and the start-up failure status, never a trap.
+            // under systemd) and exit status 1, never a trap.
             let what = cvigil_loop_failed_descriptor().map { String(cString: $0) } ?? "descriptors"
             writeToStandardError(startFailure(opening: what, errno: failed))
             exit(1)

@@ -11,6 +11,9 @@ import VigilPlatform
 /// datagram, and every one after it while any wait, goes to a helper thread that sends them in
 /// order as soon as systemd takes them: `READY=1` is late, never lost, and the loop never waits.
 /// A `WATCHDOG=1` that would only wait behind others is skipped (a late ping proves nothing).
+/// When no thread can be started (`LimitNPROC=` reached), the datagrams wait all the same (past
+/// 256 the oldest are dropped and counted), each later notification sends what systemd takes
+/// without waiting and tries a thread again, and one line on stderr says so: never a blocking send.
 ///
 /// `NOTIFY_SOCKET` is read on every send and never unset: a notification sent later (a reload,
 /// the stop) must still reach systemd. Paths and abstract names (`@…`) are supported, which is
