@@ -3,7 +3,11 @@
 // Policy (written down for daemon authors in Sources/VigilEarlySignals/EarlySignals.swift too):
 // - SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2 and every real-time signal (SIGRTMIN..SIGRTMAX:
 //   `--reload-signal` may name any of them) are blocked from here on; the daemon takes the ones it
-//   owns from a signalfd. A real-time signal the daemon does not own stays pending, harmless.
+//   owns from a signalfd. Each real-time signal queued is charged to a user's
+//   RLIMIT_SIGPENDING until taken: VigilEventLoop's loop takes every blocked real-time signal
+//   through its signalfd and discards (and counts) the ones the daemon does not own.
+// - Descriptors 0, 1 and 2 that are closed at exec get /dev/null, before anything can open a
+//   descriptor that would become stdin, stdout or stderr (log lines would go into it).
 // - SIGPIPE is ignored: a write to a closed pipe (stderr to a vanished reader) fails with EPIPE
 //   instead of killing the daemon.
 // - SIGXFSZ is ignored: a write past RLIMIT_FSIZE fails with EFBIG, which the state store
@@ -11,16 +15,33 @@
 #define _GNU_SOURCE
 #include "CVigilEarlySignals.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <time.h>
+#include <unistd.h>
 
 static sigset_t original_mask;
 static struct sigaction original_pipe, original_file_size;
 static bool saved;
 static uint64_t blocked_at;
 
+// The same as VigilEventLoop's cvigil_loop_open_standard_descriptors (which stays the fallback
+// for a daemon that does not link this product): this one runs before any other code.
+static void open_standard_descriptors(void) {
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF) continue;
+        int null = open("/dev/null", O_RDWR);
+        if (null >= 0 && null != fd) {
+            dup2(null, fd);
+            close(null);
+        }
+    }
+}
+
 static void cvigil_early_signals_block(void) {
+    open_standard_descriptors();
     sigset_t block;
     sigemptyset(&block);
     sigaddset(&block, SIGHUP);

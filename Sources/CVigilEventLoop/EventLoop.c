@@ -8,12 +8,14 @@
 // Global jobs wait on one queue that `cvigil_loop_run` drains on its thread; Dispatch's main queue
 // is drained from the loop through its run-loop handle (as CoreFoundation's run loop does), so
 // main-actor jobs run on the loop thread too; timers (EventLoopExecutor.sleep) wait in a binary
-// heap under one timerfd; signals arrive through a signalfd. The hook uses Swift's calling
+// heap under one timerfd, which is also how other threads wake the loop; signals arrive through
+// one signalfd. The hook uses Swift's calling
 // convention, which clang spells `swiftcall`.
 #define _GNU_SOURCE
 #include "CVigilEventLoop.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -62,10 +64,15 @@ static uint64_t timer_sequence;
 static uint64_t armed_deadline;  // what the timerfd is set to; 0 = disarmed
 static bool installing, installed, running, stopping;
 static pthread_t loop_thread;
-static int epoll_fd = -1, wake_fd = -1, timer_fd = -1, signal_fd = -1, main_queue_fd = -1;
-static sigset_t watched;
+static int epoll_fd = -1, timer_fd = -1, signal_fd = -1, main_queue_fd = -1;
+static sigset_t watched;   // signals with a callback
+static sigset_t drained;   // real-time signals blocked at the loop's start: taken, and discarded if unowned
 static cvigil_signal_callback callbacks[_NSIG];
 static void *contexts[_NSIG];
+static cvigil_signal_callback unowned_callback;
+static void *unowned_context;
+static uint64_t discarded;
+static const char *failed_descriptor;
 
 // CLOCK_MONOTONIC in ns, the timerfd's clock (Swift code reads it through MonotonicClock).
 static uint64_t monotonic_now(void) {
@@ -84,11 +91,15 @@ static void grow(void **array, size_t *capacity, size_t element) {
 
 static bool on_loop_thread(void) { return running && pthread_equal(pthread_self(), loop_thread); }
 
+// Wakes the loop from another thread by making its timerfd expire now: the timerfd is both the
+// sleep timer and the doorbell, one descriptor instead of two (issue 21: every descriptor counts
+// under a small LimitNOFILE=). The loop arms the timerfd for its next deadline with the lock held,
+// after it found the ready queue empty; a job pushed after that comes with a wake that overrides
+// that arming, so no wake-up is lost; one that comes late costs one spurious turn of the loop.
 static void wake(void) {
-    if (wake_fd < 0 || on_loop_thread()) return;
-    uint64_t one = 1;
-    ssize_t ignored = write(wake_fd, &one, sizeof one);
-    (void)ignored;
+    if (timer_fd < 0 || on_loop_thread()) return;
+    struct itimerspec now = {.it_value = {.tv_sec = 0, .tv_nsec = 1}};
+    timerfd_settime(timer_fd, 0, &now, NULL);
 }
 
 static void push_ready(Job *job) {
@@ -210,25 +221,89 @@ static int add(int fd) {
     return epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &event);
 }
 
+// The signalfd's mask: the signals someone watches, and the real-time signals it drains.
+static sigset_t signalfd_mask(void) {
+    sigset_t mask;
+    sigorset(&mask, &watched, &drained);
+    return mask;
+}
+
+// Records which descriptor could not be had; returns its errno.
+static int failed(const char *what) {
+    int code = errno;
+    failed_descriptor = what;
+    return code ? code : EINVAL;
+}
+
+void cvigil_loop_open_standard_descriptors(void) {
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF) continue;
+        // The lowest free number is `fd`: the ones below it are open by now.
+        int null = open("/dev/null", O_RDWR);
+        if (null >= 0 && null != fd) {
+            dup2(null, fd);
+            close(null);
+        }
+    }
+}
+
+// Every descriptor the loop needs, at once, before any job runs: a process short of descriptors
+// (LimitNOFILE=) fails here with the name of the one it could not get, not halfway through.
 static int open_descriptors(void) {
     if (epoll_fd >= 0) return 0;
-    epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-    wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    // Started with stdin, stdout or stderr closed, the loop's descriptors would take 0-2 and log
+    // lines written to "stderr" would go into them (VigilEarlySignals does this even earlier).
+    cvigil_loop_open_standard_descriptors();
+    int epoll = epoll_create1(EPOLL_CLOEXEC);
+    if (epoll < 0) return failed("epoll (epoll_create1)");
+    epoll_fd = epoll;
     timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-    if (epoll_fd < 0 || wake_fd < 0 || timer_fd < 0) return errno;
-    if (add(wake_fd) < 0 || add(timer_fd) < 0) return errno;
+    if (timer_fd < 0) return failed("timerfd");
+    // One signalfd for every signal: the watched ones join its mask later (signalfd on the same
+    // descriptor needs no new one). Real-time signals that are blocked here (VigilEarlySignals
+    // blocks them all) are drained from the start: each one queued is charged to a user's
+    // RLIMIT_SIGPENDING until someone takes it.
+    sigset_t blocked;
+    sigemptyset(&drained);
+    if (pthread_sigmask(SIG_BLOCK, NULL, &blocked) == 0) {
+        for (int signal = SIGRTMIN; signal <= SIGRTMAX; signal++) {
+            if (sigismember(&blocked, signal) == 1) sigaddset(&drained, signal);
+        }
+    }
+    pthread_mutex_lock(&lock);
+    sigset_t mask = signalfd_mask();
+    signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    pthread_mutex_unlock(&lock);
+    if (signal_fd < 0) return failed("signalfd");
+    if (add(timer_fd) < 0 || add(signal_fd) < 0) return failed("epoll registration (epoll_ctl)");
     // Dispatch drains its main queue only on the main thread.
     bool main_thread = getpid() == (pid_t)syscall(SYS_gettid);
     if (main_thread && _dispatch_get_main_queue_handle_4CF && _dispatch_main_queue_callback_4CF) {
+        // Dispatch makes this eventfd on first use and traps (SIGILL, no message) when it cannot:
+        // make sure a descriptor is free first. Nothing else runs yet, so it stays free.
+        int probe = eventfd(0, EFD_CLOEXEC);
+        if (probe < 0) return failed("main-queue eventfd (Dispatch's)");
+        close(probe);
         main_queue_fd = _dispatch_get_main_queue_handle_4CF();
-        if (main_queue_fd >= 0 && add(main_queue_fd) < 0) return errno;
+        if (main_queue_fd >= 0 && add(main_queue_fd) < 0) return failed("epoll registration (epoll_ctl)");
     }
     return 0;
 }
 
+const char *cvigil_loop_failed_descriptor(void) { return failed_descriptor; }
+
+uint64_t cvigil_loop_discarded_signals(void) { return __atomic_load_n(&discarded, __ATOMIC_RELAXED); }
+
+void cvigil_loop_set_unowned_signal_callback(cvigil_signal_callback callback, void *context) {
+    pthread_mutex_lock(&lock);
+    unowned_callback = callback;
+    unowned_context = context;
+    pthread_mutex_unlock(&lock);
+}
+
 int cvigil_loop_watch_signal(int signal, cvigil_signal_callback callback, void *context) {
-    int failed = open_descriptors();
-    if (failed) return failed;
+    int failure = open_descriptors();
+    if (failure) return failure;
     sigset_t one;
     sigemptyset(&one);
     sigaddset(&one, signal);
@@ -237,21 +312,22 @@ int cvigil_loop_watch_signal(int signal, cvigil_signal_callback callback, void *
     callbacks[signal] = callback;
     contexts[signal] = context;
     sigaddset(&watched, signal);
-    bool first = signal_fd < 0;
-    signal_fd = signalfd(signal_fd, &watched, SFD_CLOEXEC | SFD_NONBLOCK);
+    sigset_t mask = signalfd_mask();
+    // The same descriptor with a new mask: this never needs a descriptor of its own.
+    int result = signalfd(signal_fd, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
     pthread_mutex_unlock(&lock);
-    if (signal_fd < 0) return errno;
-    if (first && add(signal_fd) < 0) return errno;
-    return 0;
+    return result < 0 ? errno : 0;
 }
 
 void cvigil_loop_unwatch_signal(int signal) {
     // The signal stays blocked: unblocking a pending SIGTERM here would kill the process with
-    // the default action while it is already stopping.
+    // the default action while it is already stopping. A drained real-time signal stays in the
+    // signalfd's mask and is discarded from now on.
     pthread_mutex_lock(&lock);
     sigdelset(&watched, signal);
     callbacks[signal] = NULL;
-    if (signal_fd >= 0) signalfd(signal_fd, &watched, SFD_CLOEXEC | SFD_NONBLOCK);
+    sigset_t mask = signalfd_mask();
+    if (signal_fd >= 0) signalfd(signal_fd, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
     pthread_mutex_unlock(&lock);
 }
 
@@ -280,6 +356,12 @@ static void deliver_signals(void) {
             pthread_mutex_lock(&lock);
             cvigil_signal_callback callback = signal < _NSIG ? callbacks[signal] : NULL;
             void *context = signal < _NSIG ? contexts[signal] : NULL;
+            if (!callback) {
+                // Nobody owns it (a drained real-time signal): taken off the queue, counted.
+                __atomic_add_fetch(&discarded, 1, __ATOMIC_RELAXED);
+                callback = unowned_callback;
+                context = unowned_context;
+            }
             pthread_mutex_unlock(&lock);
             if (callback) callback(signal, context);
         }
@@ -294,10 +376,11 @@ static void poll_events(int timeout) {
     for (int index = 0; index < ready_events; index++) {
         int fd = events[index].data.fd;
         uint64_t value;
-        if (fd == wake_fd || fd == timer_fd) {
+        if (fd == timer_fd) {
+            // Its deadline came, or another thread rang (see wake): either way disarmed now.
             ssize_t ignored = read(fd, &value, sizeof value);
             (void)ignored;
-            if (fd == timer_fd) armed_deadline = 0;
+            armed_deadline = 0;
         } else if (fd == signal_fd) {
             deliver_signals();
         } else if (fd == main_queue_fd) {
@@ -315,8 +398,8 @@ static void poll_events(int timeout) {
 #define POLL_WHILE_BUSY_NSEC 1000000ULL
 
 int cvigil_loop_run(void) {
-    int failed = open_descriptors();
-    if (failed) return failed;
+    int failure = open_descriptors();
+    if (failure) return failure;
     loop_thread = pthread_self();
     running = true;
     SerialExecutorRef generic = {0, 0};
@@ -346,7 +429,9 @@ int cvigil_loop_run(void) {
             ready_count = 0;
         }
         bool stop = stopping && count == 0;
-        uint64_t next = timer_count ? timers[0].deadline : 0;
+        // About to sleep: arm the timerfd for the earliest deadline with the lock held, so that
+        // a job, timer or stop that comes after this check brings a wake that overrides it.
+        if (!count && !stop) arm(timer_count ? timers[0].deadline : 0);
         pthread_mutex_unlock(&lock);
         if (stop) break;
         if (count) {
@@ -360,7 +445,6 @@ int cvigil_loop_run(void) {
             }
             continue;
         }
-        arm(next);
         poll_events(-1);
         polled = monotonic_now();
     }

@@ -159,6 +159,8 @@ public struct Daemon: Sendable {
     /// error: hands over the group once it exists; returns why the run failed, `nil` after a
     /// clean stop.
     package func run(whenCreated: (ListenerGroup) -> Void) async -> (any Error)? {
+        // Done already by VigilEarlySignals or the event loop; this is for a daemon with neither.
+        EventLoopExecutor.openMissingStandardDescriptors()
         let logger = logging.logger
         if let watchdog, let reason = watchdog.tooShort {
             logger.critical("\(identifier) cannot start: \(reason)")

@@ -159,6 +159,11 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
                 )
                 return 1
             }
+            EventLoopExecutor.openMissingStandardDescriptors()
+            if let shortage = Self.descriptorShortage(environment: environment) {
+                output.error("\(name): cannot start: \(shortage)")
+                return 1
+            }
             let runtime = directories.runtime(runtimeDirectory)
             let options = DaemonOptions(
                 name: name,
@@ -197,6 +202,31 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
             withExtendedLifetime(locks) {}
             return exitStatus
         }
+    }
+
+    /// The fewest descriptors `run` works with: stdin, stdout and stderr, the event loop's
+    /// (``EventLoopExecutor``), the runtime directory, the one file being read or written at a
+    /// time, and the notify and journal sockets when systemd gives them (11 under the unit).
+    package static func descriptorsNeeded(environment: CommandEnvironment) -> Int {
+        3 + EventLoopExecutor.loopDescriptors + 2 + (environment.variable("NOTIFY_SOCKET") == nil ? 0 : 1)
+            + (environment.variable("JOURNAL_STREAM") == nil ? 0 : 1)
+    }
+
+    /// Why `run` cannot start with this process's `RLIMIT_NOFILE`, or `nil`: below
+    /// ``descriptorsNeeded(environment:)`` it would fail later, halfway, with `EMFILE` (a
+    /// status file or the final checkpoint that cannot be written), so it fails first.
+    static func descriptorShortage(environment: CommandEnvironment) -> String? {
+        var limit = rlimit()
+        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return nil }
+        let needed = descriptorsNeeded(environment: environment)
+        guard limit.rlim_cur < rlim_t(needed) else { return nil }
+        return "it may open only \(limit.rlim_cur) descriptors (RLIMIT_NOFILE) and needs at least \(needed): "
+            + "stdin, stdout, stderr, \(EventLoopExecutor.loopDescriptors) for its event loop, the runtime "
+            + "directory, the file it writes"
+            + (environment.variable("NOTIFY_SOCKET") == nil ? "" : ", the notify socket")
+            + (environment.variable("JOURNAL_STREAM") == nil ? "" : ", the journal socket")
+            + "; with fewer, opening them fails with EMFILE (Too many open files). Raise LimitNOFILE= in the unit "
+            + "(or ulimit -n) to \(needed) or more"
     }
 
     private func checkConfig(_ file: String?, directories: DaemonDirectories, output: CommandOutput) -> Int32 {

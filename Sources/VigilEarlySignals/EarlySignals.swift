@@ -7,12 +7,18 @@ import CVigilEarlySignals
 /// default action kills the process ("Failed with result 'protocol'"). So a C function in the
 /// executable's preinit array (`CVigilEarlySignals`) runs before the Swift runtime and `main`,
 /// and:
+/// - opens `/dev/null` on each of stdin, stdout and stderr that is closed, so that no descriptor
+///   the daemon opens later (the event loop's epoll, say) becomes one of them and takes its log
+///   lines. (`EventLoopExecutor` does the same at its start, for a daemon without this product.)
 /// - blocks `SIGHUP`, `SIGINT`, `SIGTERM`, `SIGUSR1`, `SIGUSR2` and every real-time signal
 ///   (`--reload-signal` may name any): an early one waits, queued, until the daemon's
-///   `ListenerGroup` takes it over and handles it as usual. A real-time signal the daemon does
-///   not own stays pending and does nothing, but each one queued counts against its user's
-///   `RLIMIT_SIGPENDING`: a flood of them (from the same user, or root) can use that limit up
-///   for the user's other processes (`timer_create` fails) until the daemon exits.
+///   `ListenerGroup` takes it over and handles it as usual. Each real-time signal queued counts
+///   against `RLIMIT_SIGPENDING`, so one the daemon does not own must not stay pending: a flood
+///   of them would use the limit up for the user's other processes (`timer_create` fails).
+///   `EventLoopExecutor` takes every blocked real-time signal through its signalfd from its
+///   start and discards (and counts: `EventLoopExecutor.discardedSignals`) the unowned ones.
+///   Without the event loop nothing takes them: a daemon on the default executor that links
+///   this product keeps them queued until it exits.
 /// - ignores `SIGPIPE`: a write to a closed pipe (a vanished stderr reader) fails with `EPIPE`
 ///   instead of killing the daemon.
 /// - ignores `SIGXFSZ`: a write past `RLIMIT_FSIZE` fails with `EFBIG` (a failed checkpoint,

@@ -23,6 +23,7 @@
 import CVigilEventLoop
 @preconcurrency import Dispatch
 import Synchronization
+import VigilPlatform
 
 /// Runs a whole daemon on one thread: Swift concurrency's global executor is replaced by an
 /// epoll loop on the calling thread (which also drains the main actor's queue), sleeps by one
@@ -101,12 +102,82 @@ public enum EventLoopExecutor {
             cvigil_loop_stop()
         }
         let failed = cvigil_loop_run()
-        precondition(
-            failed == 0,
-            "EventLoopExecutor: cannot set up epoll/eventfd/timerfd (errno \(failed)); check RLIMIT_NOFILE"
-        )
+        if failed != 0 {
+            // No job has run: nothing to stop but the process. One line on stderr (the journal
+            // under systemd) and exit status 1, never a trap.
+            let what = cvigil_loop_failed_descriptor().map { String(cString: $0) } ?? "descriptors"
+            writeToStandardError(startFailure(opening: what, errno: failed))
+            exit(1)
+        }
         return result.take()
     }
+
+    /// The line for a loop that could not get its descriptors: the errno by name, what was being
+    /// opened, and for `EMFILE` the limit and the unit setting that raises it.
+    package static func startFailure(opening what: String, errno code: Int32) -> String {
+        let program = CommandLine.arguments.first.map { String($0.split(separator: "/").last ?? "") } ?? ""
+        var line =
+            "\(program.isEmpty ? "daemon" : program): cannot start: the event loop cannot open its \(what): "
+            + describe(code)
+        if code == EMFILE {
+            var limit = rlimit()
+            let soft =
+                getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 ? "\(limit.rlim_cur)" : "too few"
+            line +=
+                ". The process may have \(soft) descriptors open (RLIMIT_NOFILE); the loop needs "
+                + "\(loopDescriptors) besides stdin, stdout and stderr, and a daemon like vigild at least "
+                + "\(minimumDescriptorLimit) in all: raise LimitNOFILE= in the unit (or ulimit -n)"
+        } else if code == ENFILE {
+            line += ". The whole system is out of descriptors (fs.file-max); try again when it is not"
+        }
+        // `<3>`: an error for journald, which reads the prefix from a service's stream.
+        return (getenv("JOURNAL_STREAM") != nil ? "<3>" : "") + line + "\n"
+    }
+
+    /// Descriptors the loop holds: epoll, a timerfd (its sleeps, and how other threads wake it),
+    /// one signalfd for every signal, Dispatch's main-queue eventfd.
+    package static let loopDescriptors = 4
+
+    /// The smallest `RLIMIT_NOFILE` (`LimitNOFILE=`) vigild starts, reloads and stops with under
+    /// systemd: stdin, stdout, stderr, the loop's four, the notify and journal sockets, the
+    /// runtime directory and one for the file being read or written (measured: see the README's
+    /// failure-mode table).
+    package static let minimumDescriptorLimit = 11
+
+    /// The errno's symbolic name and the OS's words: "EMFILE (Too many open files)".
+    package static func describe(_ code: Int32) -> String {
+        let names: [Int32: String] = [
+            EMFILE: "EMFILE", ENFILE: "ENFILE", ENOMEM: "ENOMEM", EPERM: "EPERM", EACCES: "EACCES",
+            ENOSYS: "ENOSYS", EINVAL: "EINVAL", EAGAIN: "EAGAIN",
+        ]
+        let words = String(cString: strerror(code))
+        return names[code].map { "\(words) (\($0))" } ?? "\(words) (errno \(code))"
+    }
+
+    private static func writeToStandardError(_ text: String) {
+        var text = text
+        text.withUTF8 { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                let written = write(2, bytes.baseAddress! + offset, bytes.count - offset)
+                if written < 0 && errno == EINTR { continue }
+                if written <= 0 { return }
+                offset += written
+            }
+        }
+    }
+
+    /// How many signals the loop took and discarded because nobody owned them: real-time
+    /// signals blocked when the loop started (all of them under `VigilEarlySignals`), which
+    /// would otherwise stay queued, each charged to a user's `RLIMIT_SIGPENDING`, for as
+    /// long as the process lives. 0 without the loop.
+    public static var discardedSignals: UInt64 { cvigil_loop_discarded_signals() }
+
+    /// Opens `/dev/null` on each of descriptors 0, 1 and 2 that is closed, so that no descriptor
+    /// opened later becomes stdin, stdout or stderr and takes the log lines. The loop does it
+    /// first thing (and `VigilEarlySignals` before the Swift runtime starts); `Daemon` calls it
+    /// for a daemon on the default executor.
+    package static func openMissingStandardDescriptors() { cvigil_loop_open_standard_descriptors() }
 
     /// True in a process whose executor is the event loop.
     public static var isInstalled: Bool { cvigil_loop_installed() }

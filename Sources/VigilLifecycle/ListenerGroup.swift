@@ -96,6 +96,7 @@ public final class ListenerGroup: Service {
     private let configuration: Configuration
     private let core: ListenerGroup.Core
     private let metrics: LifecycleMetrics
+    private let discardedSignals: DiscardedSignalLog
     private let started = Mutex(false)
     /// Each listener's budgets as enforced (its own or the defaults, health capped).
     private let effectiveBudgets: [String: ListenerBudgets]
@@ -122,6 +123,7 @@ public final class ListenerGroup: Service {
         self.listeners = try DependencyOrder.sort(listeners, name: \.name, dependencies: \.dependencies)
         self.commands = startupCommands
         self.configuration = configuration
+        self.discardedSignals = DiscardedSignalLog(logger: configuration.logger)
         self.core = Core(
             notifier: configuration.notifier,
             observers: configuration.observers,
@@ -234,12 +236,19 @@ public final class ListenerGroup: Service {
         }
         let startedAt = ContinuousClock.now
         let signals = configuration.signals
-        let owner =
-            signals.actions.isEmpty
-            ? nil
-            : SignalOwner(signals: signals.signals) { [core] signal in
-                if let event = signals.event(for: signal) { core.request(event) }
-            }
+        let owner: SignalOwner?
+        do {
+            owner =
+                signals.actions.isEmpty
+                ? nil
+                : try SignalOwner(signals: signals.signals, unowned: discardedSignals.record) { [core] signal in
+                    if let event = signals.event(for: signal) { core.request(event) }
+                }
+        } catch {
+            core.send([.status("Failed to start: \(error)"), .errno(error.errno)])
+            core.finish()
+            throw ListenerGroupError(.startFailed, "Start-up failed: \(error).")
+        }
         defer { owner?.release() }
         try await withTaskCancellationOrGracefulShutdownHandler {
             try await self.loop(startedAt: startedAt)

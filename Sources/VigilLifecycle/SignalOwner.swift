@@ -17,8 +17,16 @@ final class SignalOwner: Sendable {
 
     /// Installs handlers for `signals`; `handler` runs for each delivery (on the loop's thread
     /// under ``EventLoopExecutor``, else on a private queue: see `SignalWatch`). Returns once
-    /// every handler is installed, so a signal sent afterwards is never lost.
-    init(signals: [ProcessSignal], handler: @escaping @Sendable (ProcessSignal) -> Void) {
+    /// every handler is installed, so a signal sent afterwards is never lost. `unowned` hears
+    /// each signal the loop took and discarded because nobody owns it.
+    ///
+    /// - Throws: `SignalWatchError` when the loop's signalfd cannot take one of them; nothing is
+    ///   owned then.
+    init(
+        signals: [ProcessSignal],
+        unowned: (@Sendable (ProcessSignal) -> Void)? = nil,
+        handler: @escaping @Sendable (ProcessSignal) -> Void
+    ) throws(SignalWatchError) {
         Self.owned.withLock { owned in
             for signal in signals {
                 precondition(
@@ -29,7 +37,18 @@ final class SignalOwner: Sendable {
             }
         }
         self.signals = signals
-        watch = SignalWatch(signals: signals.map(\.rawValue)) { handler(ProcessSignal(rawValue: $0)) }
+        var unownedNumber: (@Sendable (Int32) -> Void)?
+        if let unowned { unownedNumber = { unowned(ProcessSignal(rawValue: $0)) } }
+        do throws(SignalWatchError) {
+            watch = try SignalWatch(signals: signals.map(\.rawValue), unowned: unownedNumber) {
+                handler(ProcessSignal(rawValue: $0))
+            }
+        } catch {
+            Self.owned.withLock { owned in
+                for signal in signals { owned.remove(signal.rawValue) }
+            }
+            throw error
+        }
     }
 
     /// Stops delivering the signals and gives up their ownership.

@@ -40,9 +40,17 @@ public struct SystemError: Error, Hashable, Sendable, CustomStringConvertible {
         return "cannot \(operation) \(shown): \(reason)"
     }
 
-    /// The OS's words for an errno value, e.g. "Permission denied". The corresponding C function
-    /// is `strerror`.
-    public static func describe(_ errno: Int32) -> String { String(cString: strerror(errno)) }
+    /// The OS's words for an errno value, e.g. "Permission denied"; for `EMFILE` also what to do
+    /// ("Too many open files (EMFILE): raise LimitNOFILE= …"). The corresponding C function is
+    /// `strerror`.
+    public static func describe(_ errno: Int32) -> String {
+        let words = String(cString: strerror(errno))
+        guard errno == EMFILE else { return words }
+        var limit = rlimit()
+        let soft = getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 ? " of \(limit.rlim_cur)" : ""
+        return words + " (EMFILE: the process reached its limit\(soft) descriptors, RLIMIT_NOFILE; "
+            + "raise LimitNOFILE= in the unit, or ulimit -n)"
+    }
 }
 
 /// The former name of ``SystemError``, which every file failure now is.

@@ -26,20 +26,42 @@ package final class DatagramSocket: Sendable {
         var length: socklen_t = 0
     }
 
+    /// Why ``init(opening:sendBuffer:)`` failed.
+    package enum OpenFailure: Error, Equatable {
+        /// Neither an absolute path nor `@name`, or longer than `sun_path`.
+        case address
+        /// `socket(2)` failed with this errno (`EMFILE`: out of descriptors).
+        case socket(Int32)
+    }
+
+    /// ``init(opening:sendBuffer:)``, `nil` for either failure.
+    package convenience init?(address text: String, sendBuffer: Int32? = nil) {
+        do {
+            try self.init(opening: text, sendBuffer: sendBuffer)
+        } catch {
+            return nil
+        }
+    }
+
     /// Opens a socket for `address`: an absolute path, or `@name` for Linux's abstract namespace
-    /// (as `NOTIFY_SOCKET` may say). Returns `nil` for anything else, or when the address does
-    /// not fit `sun_path`.
+    /// (as `NOTIFY_SOCKET` may say).
     ///
     /// - Parameter sendBuffer: `SO_SNDBUF` to ask for, as libsystemd does for the journal (the
     ///   kernel caps it), so large entries fit one datagram.
-    package init?(address text: String, sendBuffer: Int32? = nil) {
+    /// - Throws: ``OpenFailure/address`` for any other address, or one that does not fit
+    ///   `sun_path`; ``OpenFailure/socket(_:)`` when no socket can be had.
+    package init(opening text: String, sendBuffer: Int32? = nil) throws(OpenFailure) {
         var address = Address()
         address.storage.sun_family = sa_family_t(AF_UNIX)
         var bytes = Array(text.utf8)
-        guard let first = bytes.first, first == UInt8(ascii: "/") || first == UInt8(ascii: "@") else { return nil }
+        guard let first = bytes.first, first == UInt8(ascii: "/") || first == UInt8(ascii: "@") else {
+            throw .address
+        }
         let capacity = MemoryLayout.size(ofValue: address.storage.sun_path)
         // A path needs its terminating NUL inside sun_path; an abstract name does not.
-        guard bytes.count < capacity || (first == UInt8(ascii: "@") && bytes.count <= capacity) else { return nil }
+        guard bytes.count < capacity || (first == UInt8(ascii: "@") && bytes.count <= capacity) else {
+            throw .address
+        }
         if first == UInt8(ascii: "@") { bytes[0] = 0 }
         withUnsafeMutableBytes(of: &address.storage.sun_path) { raw in
             for (index, byte) in bytes.enumerated() { raw[index] = byte }
@@ -47,7 +69,7 @@ package final class DatagramSocket: Sendable {
         let pathOffset = MemoryLayout<sockaddr_un>.offset(of: \.sun_path) ?? 2
         address.length = socklen_t(pathOffset + bytes.count + (first == UInt8(ascii: "@") ? 0 : 1))
         let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard descriptor >= 0 else { return nil }
+        guard descriptor >= 0 else { throw .socket(errno) }
         if var size = sendBuffer {
             let length = socklen_t(MemoryLayout<Int32>.size)
             // SO_SNDBUFFORCE passes the system cap for a privileged daemon; SO_SNDBUF for the rest.

@@ -88,6 +88,9 @@ package final class JournalSocket: Sendable {
     /// journald once the old socket's queue is full (what it queued is lost with it).
     package func send(_ payload: [UInt8], report: (Int) -> [UInt8]) -> Outcome {
         state.withLock { state in
+            // No socket could be had at first (EMFILE at start): try again; meanwhile the caller
+            // falls back to stderr.
+            if state.socket == nil { state.socket = Self.open(path) }
             guard state.socket != nil else { return .failed(EINVAL) }
             if !state.connected { connect(&state) }
             func send(_ bytes: UnsafeRawBufferPointer) -> DatagramSocket.Outcome {

@@ -11,6 +11,9 @@ import VigilPlatform
 /// datagram, and every one after it while any wait, goes to a helper thread that sends them in
 /// order as soon as systemd takes them: `READY=1` is late, never lost, and the loop never waits.
 /// A `WATCHDOG=1` that would only wait behind others is skipped (a late ping proves nothing).
+/// When no thread can be started (`LimitNPROC=` reached), the datagrams wait all the same (past
+/// 256 the oldest are dropped and counted), each later notification sends what systemd takes
+/// without waiting and tries a thread again, and one line on stderr says so: never a blocking send.
 ///
 /// `NOTIFY_SOCKET` is read on every send and never unset: a notification sent later (a reload,
 /// the stop) must still reach systemd. Paths and abstract names (`@…`) are supported, which is
@@ -48,7 +51,17 @@ public struct SystemdNotifier: Sendable {
     package func send(_ text: String, passing descriptor: Int32?) throws(SystemError) -> Bool {
         guard let pointer = getenv("NOTIFY_SOCKET") else { return false }
         let address = String(cString: pointer)
-        guard let connection = NotifyConnection.for(address) else {
+        let connection: NotifyConnection
+        switch NotifyConnection.for(address) {
+        case .success(let opened): connection = opened
+        case .failure(.socket(let code)):
+            throw SystemError(
+                path: address,
+                operation: "send '\(text.prefix(40))' to the service manager's NOTIFY_SOCKET",
+                errno: code,
+                detail: "cannot open a socket: \(SystemError.describe(code))"
+            )
+        case .failure(.address):
             throw SystemError(
                 path: "NOTIFY_SOCKET='\(address.prefix(80))'",
                 operation: "send '\(text.prefix(40))' to",
@@ -83,6 +96,9 @@ public struct SystemdNotifier: Sendable {
 
     /// Datagrams waiting for systemd to take them (tests).
     package static var backlog: Int { NotifyConnection.current.withLock { $0?.backlog ?? 0 } }
+
+    /// Datagrams dropped because systemd did not take them and the backlog was full (tests).
+    package static var dropped: Int { NotifyConnection.current.withLock { $0?.dropped ?? 0 } }
 }
 
 /// One socket to one `NOTIFY_SOCKET` address, with the datagrams that wait for it.
@@ -90,13 +106,18 @@ private final class NotifyConnection: Sendable {
     /// The connection for the address last used (`NOTIFY_SOCKET` rarely changes; tests change it).
     static let current = Mutex<NotifyConnection?>(nil)
 
-    static func `for`(_ address: String) -> NotifyConnection? {
+    static func `for`(_ address: String) -> Result<NotifyConnection, DatagramSocket.OpenFailure> {
         current.withLock { current in
-            if let connection = current, connection.address == address { return connection }
-            guard let socket = DatagramSocket(address: address) else { return nil }
+            if let connection = current, connection.address == address { return .success(connection) }
+            let socket: DatagramSocket
+            do throws(DatagramSocket.OpenFailure) {
+                socket = try DatagramSocket(opening: address)
+            } catch {
+                return .failure(error)
+            }
             let connection = NotifyConnection(address: address, socket: socket)
             current = connection
-            return connection
+            return .success(connection)
         }
     }
 
@@ -109,6 +130,11 @@ private final class NotifyConnection: Sendable {
     struct Queue {
         var waiting: [Pending] = []
         var senderRunning = false
+        /// The sender thread could not be started (`pthread_create` failed: `RLIMIT_NPROC`,
+        /// memory) and has not been since; said once per such stretch.
+        var senderRefused = false
+        /// Datagrams dropped because the backlog was full.
+        var dropped = 0
     }
 
     let address: String
@@ -124,10 +150,18 @@ private final class NotifyConnection: Sendable {
 
     var backlog: Int { queue.withLock { $0.waiting.count } }
 
+    /// Datagrams dropped from a full backlog so far.
+    var dropped: Int { queue.withLock { $0.dropped } }
+
     /// Sends `text` (with `descriptor`, which this takes over and closes) now, or queues it
     /// behind earlier ones; returns an errno on failure.
     func send(_ text: String, passing descriptor: Int32? = nil) -> Int32? {
         let (failure, startSender): (Int32?, Bool) = queue.withLock { queue in
+            if !queue.senderRunning && !queue.waiting.isEmpty {
+                // No sender thread could be started: what systemd takes now goes, in order,
+                // without waiting; the rest waits for a thread (retried below).
+                sendWaitingWithoutBlocking(&queue)
+            }
             if queue.waiting.isEmpty {
                 switch Self.send(text, descriptor, on: socket, blocking: false) {
                 case .sent: return (nil, false)
@@ -144,9 +178,11 @@ private final class NotifyConnection: Sendable {
                     let oldest = queue.waiting.indices.dropFirst().first(where: { queue.waiting[$0].descriptor == nil })
                 else {
                     if let descriptor { close(descriptor) }
+                    queue.dropped += 1
                     return (nil, false)
                 }
                 queue.waiting.remove(at: oldest)
+                queue.dropped += 1
             }
             queue.waiting.append(Pending(text: text, descriptor: descriptor))
             let start = !queue.senderRunning
@@ -198,6 +234,17 @@ private final class NotifyConnection: Sendable {
         return outcome
     }
 
+    /// Sends waiting datagrams, oldest first, while systemd takes them without blocking; only
+    /// when no sender thread runs (it owns the head of the queue otherwise).
+    private func sendWaitingWithoutBlocking(_ queue: inout Queue) {
+        while let first = queue.waiting.first {
+            switch Self.send(first.text, first.descriptor, on: socket, blocking: false) {
+            case .wouldBlock: return
+            case .sent, .failed: queue.waiting.removeFirst()
+            }
+        }
+    }
+
     private func spawnSender() {
         let context = Unmanaged.passRetained(self).toOpaque()
         var thread = pthread_t()
@@ -213,10 +260,35 @@ private final class NotifyConnection: Sendable {
         )
         if result == 0 {
             pthread_detach(thread)
-        } else {
-            // No thread: send in place, blocking, rather than lose READY=1.
-            Unmanaged<NotifyConnection>.fromOpaque(context).release()
-            drain()
+            let recovered = queue.withLock { queue in
+                defer { queue.senderRefused = false }
+                return queue.senderRefused
+            }
+            if recovered {
+                StderrLogHandler.writeToStandardError(
+                    "<5>The notify sender thread runs again; waiting notifications go to the service manager\n"
+                )
+            }
+            return
+        }
+        // No thread (RLIMIT_NPROC reached, or no memory): never send in place with a blocking
+        // call, which would wait in the kernel for as long as systemd does not read and leave
+        // every signal (SIGTERM too) unanswered. The datagrams stay queued (the oldest dropped
+        // beyond the bound, as always) and the next notification tries a thread again.
+        Unmanaged<NotifyConnection>.fromOpaque(context).release()
+        let (firstRefusal, waiting) = queue.withLock { queue in
+            queue.senderRunning = false
+            defer { queue.senderRefused = true }
+            return (!queue.senderRefused, queue.waiting.count)
+        }
+        if firstRefusal {
+            StderrLogHandler.writeToStandardError(
+                "<3>Cannot start the thread that sends to the service manager's NOTIFY_SOCKET (pthread_create: "
+                    + "\(SystemError.describe(result))"
+                    + (result == EAGAIN ? ", RLIMIT_NPROC / LimitNPROC= reached?" : "")
+                    + "): \(waiting) notification(s) wait, kept in order (past \(Self.maximumBacklog) the oldest "
+                    + "are dropped and counted) and retried with the next notification\n"
+            )
         }
     }
 }

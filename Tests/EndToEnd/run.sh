@@ -194,6 +194,8 @@ in_sandbox systemctl stop vigild
 . "$here/reload-stop.sh"
 # shellcheck source=units.sh
 . "$here/units.sh"
+# shellcheck source=limits.sh
+. "$here/limits.sh"
 
 # --- systemd 254: the same unit, one reload per request, a rejected one fails ---
 # Type=notify-reload was tried and dropped (systemd/README.md): with ExecReload= emptied a rejected

@@ -2,7 +2,7 @@
 // process's executor, so each scenario runs in a process of its own.
 //
 // Usage: vigil-loop-probe SCENARIO, one of order, timers, cancel, stop, signals, busy,
-// task-sleep, default-executor, refused, blocking-worker. Each prints one line per step on stdout; the tests compare them.
+// task-sleep, default-executor, refused, blocking-worker, drain, standard-descriptors. Each prints one line per step on stdout; the tests compare them.
 // Exit status 0 (stop: 7, the body's result), 2 for an unknown scenario.
 import CVigilEventLoop
 import Synchronization
@@ -16,6 +16,20 @@ let loopThread = pthread_self()
 func line(_ text: String) {
     var bytes = Array((text + "\n").utf8)
     _ = write(1, &bytes, bytes.count)
+}
+
+/// A `SignalWatch`, or the reason it failed on stdout and exit status 3.
+func watching(
+    _ signals: [Int32],
+    unowned: (@Sendable (Int32) -> Void)? = nil,
+    handler: @escaping @Sendable (Int32) -> Void
+) -> SignalWatch {
+    do {
+        return try SignalWatch(signals: signals, unowned: unowned, handler: handler)
+    } catch {
+        line("watch failed: \(error)")
+        exit(3)
+    }
 }
 
 /// Where the calling job runs.
@@ -119,7 +133,7 @@ func signals() async {
     sigprocmask(SIG_BLOCK, &hangup, nil)
     kill(getpid(), SIGHUP)
     let (stream, delivered) = AsyncStream<String>.makeStream()
-    let watch = SignalWatch(signals: [SIGHUP, SIGUSR1, SIGUSR2]) { signal in
+    let watch = watching([SIGHUP, SIGUSR1, SIGUSR2]) { signal in
         delivered.yield("signal \(signal) \(whereAmI())")
     }
     var deliveries = stream.makeAsyncIterator()
@@ -150,13 +164,50 @@ func busy() async {
         return rounds
     }
     let (stream, delivered) = AsyncStream<String>.makeStream()
-    let watch = SignalWatch(signals: [SIGUSR1]) { signal in delivered.yield("signal \(signal) \(whereAmI())") }
+    let watch = watching([SIGUSR1]) { signal in delivered.yield("signal \(signal) \(whereAmI())") }
     var deliveries = stream.makeAsyncIterator()
     kill(getpid(), SIGUSR1)
     line("while a task spins: \(await deliveries.next() ?? "none")")
     spinning.store(false, ordering: .relaxed)
     line("the spinner ran meanwhile: \(await spinner.value > 0)")
     watch.cancel()
+}
+
+/// A real-time signal blocked when the loop starts (as VigilEarlySignals blocks them all) and
+/// owned by nobody is taken from the loop's signalfd and discarded: none stays pending (each
+/// would be charged to a user's RLIMIT_SIGPENDING), each is counted and handed to the
+/// unowned callback; a watched one is still delivered.
+func drain() async {
+    let signal = __libc_current_sigrtmin() + 5
+    let (stream, heard) = AsyncStream<String>.makeStream()
+    let unowned = Atomic(0)
+    let watch = watching(
+        [SIGUSR1],
+        unowned: { number in
+            if unowned.add(1, ordering: .relaxed).newValue == 1000 {
+                heard.yield("unowned 1000 of \(number - signal + 5)")
+            }
+        }
+    ) { number in heard.yield("watched \(number)") }
+    var events = stream.makeAsyncIterator()
+    for _ in 0..<1000 { kill(getpid(), signal) }
+    line("1000 sent: \(await events.next() ?? "none")")
+    kill(getpid(), SIGUSR1)
+    line(await events.next() ?? "none")
+    var pending = sigset_t()
+    sigpending(&pending)
+    line("pending=\(sigismember(&pending, signal) == 1) discarded=\(EventLoopExecutor.discardedSignals)")
+    watch.cancel()
+}
+
+/// Started with stdin closed, the loop's first descriptor (epoll) would become fd 0; the loop
+/// opens /dev/null there first.
+func standardDescriptors() async {
+    var buffer = [CChar](repeating: 0, count: 256)
+    let length = readlink("/proc/self/fd/0", &buffer, buffer.count - 1)
+    let target =
+        length > 0 ? String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self) : "closed"
+    line("fd 0: \(target)")
 }
 
 /// Task.sleep does not reach the loop: it is not on the loop's timer heap while it waits, and
@@ -268,6 +319,15 @@ case "signals": EventLoopExecutor.run { await signals() }
 case "task-sleep": EventLoopExecutor.run { await taskSleep() }
 case "busy": EventLoopExecutor.run { await busy() }
 case "blocking-worker": EventLoopExecutor.run { await blockingWorker() }
+case "drain":
+    var realTime = sigset_t()
+    sigemptyset(&realTime)
+    for signal in __libc_current_sigrtmin()...__libc_current_sigrtmax() { sigaddset(&realTime, signal) }
+    sigprocmask(SIG_BLOCK, &realTime, nil)
+    EventLoopExecutor.run { await drain() }
+case "standard-descriptors":
+    close(0)
+    EventLoopExecutor.run { await standardDescriptors() }
 case "default-executor": line("returned \(defaultExecutor())")
 case "refused": refused()
 default:

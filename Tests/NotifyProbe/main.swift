@@ -13,6 +13,9 @@
 //                    notifier's queue afterwards, and how long the sends took)
 //   drain            waits (at most 30 s) until the queue is empty; reports "drained" or
 //                    "backlog=B after 30 s"
+//   ping-drain       as drain, but sends WATCHDOG=1 every millisecond meanwhile (as a daemon's
+//                    watchdog does), which is what moves the queue when no sender thread can run;
+//                    also reports "dropped=D"
 //   watchdog         reports "watchdog=none" or "watchdog interval=D ping=D" (`fromEnvironment`)
 //   env=NAME         reports "NAME=VALUE" or "NAME unset"
 // Each report is one datagram to the Unix socket named by VIGIL_PROBE_REPORT (a FakeNotifySocket
@@ -92,6 +95,15 @@ for action in CommandLine.arguments.dropFirst() {
         while SystemdNotifier.backlog > 0 && clock.now < deadline { usleep(1000) }
         let left = SystemdNotifier.backlog
         report(left == 0 ? "drained" : "backlog=\(left) after 30 s")
+    case "ping-drain":
+        let deadline = clock.now + .seconds(30)
+        while SystemdNotifier.backlog > 0 && clock.now < deadline {
+            try? SystemdNotifier().send("WATCHDOG=1")
+            usleep(1000)
+        }
+        let left = SystemdNotifier.backlog
+        report(left == 0 ? "drained" : "backlog=\(left) after 30 s")
+        report("dropped=\(SystemdNotifier.dropped)")
     case "watchdog":
         if let watchdog = Watchdog.fromEnvironment() {
             report("watchdog interval=\(watchdog.interval) ping=\(watchdog.pingInterval)")

@@ -84,6 +84,22 @@ import VigilTesting
             claim: "a task that never waits does not starve signals",
             lines: ["while a task spins: signal \(SIGUSR1) on the loop thread", "the spinner ran meanwhile: true"]
         ),
+        // Before: a real-time signal nobody owned stayed pending for the life of the process,
+        // charged to a user's RLIMIT_SIGPENDING (issue 21, item 9).
+        Scenario(
+            name: "drain",
+            claim: "blocked real-time signals nobody owns are taken, counted and discarded",
+            lines: [
+                "1000 sent: unowned 1000 of 5", "watched \(SIGUSR1)",
+                "pending=false discarded=1000",
+            ]
+        ),
+        // Before: the loop's epoll became fd 0 (issue 21, item 10).
+        Scenario(
+            name: "standard-descriptors",
+            claim: "a closed standard descriptor is /dev/null before the loop opens its own",
+            lines: ["fd 0: /dev/null"]
+        ),
         // Settles the delay/deadline hooks: in Swift 6.3 `Task.sleep` never reaches them (with
         // counting hooks installed, both stayed at 0), so the loop does not install them and
         // `EventLoopExecutor.sleep` is the way to sleep on the loop.

@@ -331,6 +331,57 @@ extension NotifierTests {
         #expect(try await probe.process.waitForExit() == 0)
     }
 
+    /// Before: with no thread to be had (`RLIMIT_NPROC` reached), the notifier sent in place
+    /// with a blocking `sendmsg`, which waited in `unix_wait_for_peer` for as long as systemd
+    /// did not read: the burst never returned (and vigild ignored SIGTERM). Now the datagrams
+    /// wait in the queue, one line says why, and later notifications move it without blocking.
+    /// The probe runs as nobody with `RLIMIT_NPROC` 1 (root is exempt from that limit).
+    @Test func noThreadToBeHadNeverBlocksAndKeepsTheNotificationsInOrder() async throws {
+        let queueLength =
+            Int(TextFile.read("/proc/sys/net/unix/max_dgram_qlen")?.split(separator: "\n").first ?? "") ?? 512
+        let count = queueLength + 20
+        let peer = try StalledPeer()
+        let output = "/tmp/vigil-notify-nothread-\(getpid()).log"
+        unlink(output)
+        defer { unlink(output) }
+        // nobody must reach both sockets.
+        let reachable = { (path: String) in
+            chmod(String(path[..<path.lastIndex(of: "/")!]), 0o755)
+            chmod(path, 0o777)
+        }
+        reachable(peer.path)
+        let probe = try NotifyProbe(
+            ["burst=\(count)", "send=READY=1", "ping-drain"],
+            environment: ["NOTIFY_SOCKET": peer.path],
+            executable: "/usr/bin/setpriv",
+            arguments: [
+                "--reuid=65534", "--regid=65534", "--clear-groups", "--", "/usr/bin/prlimit", "--nproc=1", "--",
+                NotifyProbe.path,
+            ],
+            outputPath: output,
+            beforeSpawn: { reachable($0.path) }
+        )
+        let reports = try await probe.reports(2)
+        let burst = try Self.burst(reports[0])
+        #expect(burst.milliseconds < 5_000, "no thread, and still no blocking send")
+        #expect(burst.backlog > 0, "the queue (max_dgram_qlen) filled up and the rest waits")
+        #expect(reports[1] == "sent")
+        var received: [String] = []
+        while received.last != "READY=1", let datagram = peer.receive() {
+            received.append(String(decoding: datagram, as: UTF8.self))
+        }
+        #expect(received == (0..<count).map { "STATUS=\($0)" } + ["READY=1"], "all of them, in order")
+        let end = try await probe.reports(4)
+        #expect(Array(end[2...]) == ["drained", "dropped=0"])
+        #expect(try await probe.process.waitForExit() == 0)
+        let said = TextFile.read(output) ?? ""
+        #expect(
+            said.split(separator: "\n").filter { $0.contains("Cannot start the thread that sends") }.count == 1,
+            "said once: \(said)"
+        )
+        #expect(said.contains("RLIMIT_NPROC"))
+    }
+
     @Test func anAbstractSocketAddressIsHonoured() async throws {
         let name = "vigil-test-notify-\(getpid())"
         let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)

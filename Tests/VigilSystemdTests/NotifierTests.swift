@@ -19,14 +19,18 @@ struct NotifyProbe {
         environment: [String: String] = [:],
         listenFileDescriptors: [ListenedFileDescriptor] = [],
         executable: String? = nil,
-        arguments: [String] = []
+        arguments: [String] = [],
+        outputPath: String? = nil,
+        beforeSpawn: (FakeNotifySocket) -> Void = { _ in }
     ) throws {
         reports = try FakeNotifySocket()
+        beforeSpawn(reports)
         process = try DaemonProcess(
             executable: executable ?? Self.path,
             arguments: arguments + actions,
             environment: environment.merging(["VIGIL_PROBE_REPORT": reports.path]) { $1 },
             inheritEnvironment: false,
+            outputPath: outputPath,
             listenFileDescriptors: listenFileDescriptors
         )
     }

@@ -17,8 +17,19 @@
 bool cvigil_loop_install(void);
 
 /// Runs jobs, timers and signal callbacks on this thread until `cvigil_loop_stop`.
-/// Returns 0, or an errno when the loop's descriptors could not be set up.
+/// Returns 0, or an errno when the loop's descriptors could not be set up (before any job ran;
+/// `cvigil_loop_failed_descriptor` names the one). The loop holds four descriptors: epoll, a
+/// timerfd (its sleeps, and how other threads wake it), one signalfd for every signal, and
+/// Dispatch's main-queue eventfd.
 int cvigil_loop_run(void);
+
+/// Opens /dev/null on each of descriptors 0, 1 and 2 that is closed, so that no descriptor the
+/// process opens later becomes its stdin, stdout or stderr (log lines written to stderr would
+/// go into it). `cvigil_loop_run` calls it first thing.
+void cvigil_loop_open_standard_descriptors(void);
+
+/// The descriptor `cvigil_loop_run` could not get ("signalfd", say), or NULL.
+const char *cvigil_loop_failed_descriptor(void);
 
 /// Makes `cvigil_loop_run` return once the job that called this finishes. Any thread.
 void cvigil_loop_stop(void);
@@ -34,9 +45,19 @@ typedef void (*cvigil_signal_callback)(int signal, void *context);
 /// calls `callback` on the loop thread for each delivery. Returns 0 or an errno.
 int cvigil_loop_watch_signal(int signal, cvigil_signal_callback callback, void *context);
 
-/// Stops watching `signal`. It stays blocked: one sent afterwards stays pending, harmless
-/// (unblocking a pending SIGTERM would kill a process that is already stopping).
+/// Stops watching `signal`. It stays blocked (unblocking a pending SIGTERM would kill a process
+/// that is already stopping): a standard signal sent afterwards stays pending (at most one per
+/// signal), a real-time one the loop drains is discarded.
 void cvigil_loop_unwatch_signal(int signal);
+
+/// Called on the loop thread for each signal the loop took but nobody watches: the real-time
+/// signals that were blocked when the loop started (all of them under VigilEarlySignals) go
+/// through the loop's signalfd and are discarded, because each one left queued is charged to
+/// a user's RLIMIT_SIGPENDING for as long as the process lives. NULL: discard silently.
+void cvigil_loop_set_unowned_signal_callback(cvigil_signal_callback callback, void *context);
+
+/// How many unowned signals the loop has taken and discarded. Any thread.
+uint64_t cvigil_loop_discarded_signals(void);
 
 /// A timer callback: runs on the loop thread at its deadline unless cancelled first.
 typedef void (*cvigil_timer_callback)(void *context);

@@ -1,0 +1,76 @@
+import Logging
+import Synchronization
+import VigilEventLoop
+
+/// Reports the signals the event loop took and discarded because nobody owns them (real-time
+/// signals: see ``EventLoopExecutor/discardedSignals``), rate-limited: the first one at once, then
+/// at most one line a minute with the count since the last line, so a flood of 100,000 signals
+/// costs two lines, not 100,000.
+final class DiscardedSignalLog: Sendable {
+    private struct State {
+        /// When the last line was written (monotonic ns); `nil` before the first.
+        var lastLine: UInt64?
+        /// Discarded since the last line.
+        var unreported: UInt64 = 0
+        /// The last signal discarded.
+        var last: ProcessSignal?
+        /// A line for `unreported` is scheduled.
+        var flushScheduled = false
+    }
+
+    /// At most one line per this many nanoseconds.
+    static let interval: UInt64 = 60_000_000_000
+
+    private let logger: Logger
+    private let state = Mutex(State())
+
+    init(logger: Logger) { self.logger = logger }
+
+    /// Counts one discarded signal (on the loop thread); logs now, or schedules the next line.
+    func record(_ signal: ProcessSignal) {
+        let now = MonotonicClock.nanoseconds()
+        let (logNow, scheduleIn): (Bool, UInt64?) = state.withLock { state in
+            state.last = signal
+            if let last = state.lastLine, now &- last < Self.interval {
+                state.unreported += 1
+                guard !state.flushScheduled else { return (false, nil) }
+                state.flushScheduled = true
+                return (false, Self.interval - (now &- last))
+            }
+            state.lastLine = now
+            return (true, nil)
+        }
+        if logNow {
+            let text =
+                "Discarded \(signal): nothing in this daemon owns it. Unowned real-time signals are taken and "
+                + "dropped, so that they do not stay queued against RLIMIT_SIGPENDING; more are "
+                + "counted and reported at most once a minute (\(EventLoopExecutor.discardedSignals) so far)."
+            logger.warning("\(text)", metadata: ["vigil-signal": "\(signal)"])
+        }
+        if let scheduleIn {
+            // Unstructured: the line must come after the burst ends, whichever task is running;
+            // it holds nothing but this log, and the process may exit before it fires.
+            Task {
+                try? await EventLoopExecutor.sleep(for: .nanoseconds(Int64(clamping: scheduleIn)))
+                self.flush()
+            }
+        }
+    }
+
+    private func flush() {
+        let (count, last) = state.withLock { state -> (UInt64, ProcessSignal?) in
+            defer {
+                state.unreported = 0
+                state.flushScheduled = false
+                state.lastLine = MonotonicClock.nanoseconds()
+            }
+            return (state.unreported, state.last)
+        }
+        guard count > 0 else { return }
+        let text =
+            "Discarded \(count) more unowned signal\(count == 1 ? "" : "s") in the last minute"
+            + (last.map { " (the last \($0))" } ?? "")
+            + "; \(EventLoopExecutor.discardedSignals) since the start."
+        logger.warning("\(text)", metadata: ["vigil-signals-discarded": "\(count)"])
+    }
+}

@@ -1,0 +1,146 @@
+import Glibc
+import Testing
+import VigilTesting
+
+/// vigild at the edges of what the system gives a process (issue 21, items 1, 9 and 10): few
+/// descriptors, a flood of real-time signals nobody owns, and closed standard descriptors.
+/// Each test runs the built vigild as a real child.
+@Suite(.serialized) struct LimitsProcessTests {
+    /// The smallest `RLIMIT_NOFILE` vigild runs with here (debug build, no journal socket): stdin,
+    /// stdout, stderr, the loop's four, the notify socket, the runtime directory and one for the
+    /// file being written. Under systemd the journal's socket makes it one more (the README's
+    /// failure-mode table, measured with the static release build under systemd 252).
+    static let minimumDescriptors = 10
+
+    /// bash that closes every descriptor above 2 (the test runner's, inherited).
+    static let closingInherited =
+        #"for fd in /proc/$$/fd/*; do fd=${fd##*/}; [ "$fd" -gt 2 ] && eval "exec $fd>&-"; done; "#
+
+    /// vigild under `prlimit --nofile=limit`, with a fake notify socket.
+    private func spawn(
+        descriptors limit: Int,
+        socket: FakeNotifySocket,
+        directory: String
+    ) throws -> DaemonProcess {
+        // Through bash, which closes what the test runner leaves open (descriptors without
+        // close-on-exec would count against the limit) and execs prlimit, which execs vigild.
+        try DaemonProcess(
+            executable: "/bin/bash",
+            arguments: [
+                "-c", Self.closingInherited + #"exec /usr/bin/prlimit --nofile="$1" -- "$0" "${@:2}""#,
+                VigildBinary.path, "\(limit)", "run", "--state-directory", directory + "/state",
+                "--runtime-directory", directory + "/run",
+            ],
+            environment: ["NOTIFY_SOCKET": socket.path],
+            outputPath: directory + "/output.log"
+        )
+    }
+
+    /// Before: below 9 descriptors vigild died of SIGILL (status 132): a `precondition` on
+    /// `signalfd` → `EMFILE`, or Dispatch trapping without a word when its main-queue eventfd
+    /// could not be made. Now every limit below the minimum ends in exit status 1 and a line
+    /// that names EMFILE and LimitNOFILE=.
+    @Test(arguments: 4..<minimumDescriptors)
+    func tooFewDescriptorsFailWithALineThatNamesThem(_ limit: Int) async throws {
+        let socket = try FakeNotifySocket()
+        let directory = VigildBinary.temporaryDirectory()
+        let daemon = try spawn(descriptors: limit, socket: socket, directory: directory)
+        let status = try await daemon.waitForExit()
+        let output = TextFile.read(directory + "/output.log") ?? ""
+        #expect(status == 1, "limit \(limit): exit status \(status) (132 is SIGILL); said: \(output)")
+        #expect(output.contains("EMFILE"), "limit \(limit): \(output)")
+        #expect(output.contains("LimitNOFILE="), "limit \(limit): \(output)")
+        #expect(!socket.datagrams.values.contains { $0.lines.contains("READY=1") })
+    }
+
+    /// At the minimum, vigild starts, reloads and stops as usual.
+    @Test func theMinimumIsEnoughToStartReloadAndStop() async throws {
+        let socket = try FakeNotifySocket()
+        let directory = VigildBinary.temporaryDirectory()
+        let daemon = try spawn(descriptors: Self.minimumDescriptors, socket: socket, directory: directory)
+        try await socket.datagrams.wait("READY=1") { $0.contains { $0.lines.contains("READY=1") } }
+        daemon.send(SIGHUP)
+        try await socket.datagrams.wait("READY=1 after the reload") { datagrams in
+            datagrams.drop { !$0.lines.contains("RELOADING=1") }.contains { $0.lines.contains("READY=1") }
+        }
+        daemon.send(SIGTERM)
+        let status = try await daemon.waitForExit()
+        let output = TextFile.read(directory + "/output.log") ?? ""
+        #expect(status == 0, "said: \(output)")
+        #expect(!output.contains("Too many open files"), "said: \(output)")
+    }
+
+    /// A field of /proc/PID/status ("ShdPnd", "SigQ"), without its name.
+    private func statusField(_ name: String, of pid: Int32) -> String? {
+        let text = TextFile.read("/proc/\(pid)/status") ?? ""
+        return text.split(separator: "\n").first { $0.hasPrefix(name + ":") }
+            .map { $0.dropFirst(name.count + 1).trimmingPrefix(while: { $0 == " " || $0 == "\t" }) }
+            .map(String.init)
+    }
+
+    /// Whether signal `number` is in a /proc/PID/status mask (hexadecimal, bit n-1 for signal n).
+    private func mask(_ hex: String, has number: Int32) -> Bool {
+        guard let value = UInt64(hex, radix: 16) else { return false }
+        return value & (1 << UInt64(number - 1)) != 0
+    }
+
+    /// Before: every real-time signal vigild does not own stayed queued (blocked from the first
+    /// instruction, never taken), each charged to a user's RLIMIT_SIGPENDING: 100,000 of
+    /// them used up root's queue (`timer_create` failed elsewhere) until vigild stopped. Now the
+    /// loop takes them from its signalfd and discards them: nothing stays pending, one line
+    /// says so, and the daemon answers as before.
+    @Test func unownedRealTimeSignalsAreTakenAndDiscarded() async throws {
+        let socket = try FakeNotifySocket()
+        let (daemon, directory) = try await VigildBinary.start(socket: socket)
+        let signal = __libc_current_sigrtmin() + 5
+        var sent = 0
+        for _ in 0..<100_000 where kill(daemon.pid, signal) == 0 { sent += 1 }
+        #expect(sent > 50_000, "the queue took \(sent)")
+        // No event says "the last one was taken": watch the process's pending set empty.
+        let clock = ContinuousClock()
+        let deadline = clock.now + .seconds(20)
+        var pending = statusField("ShdPnd", of: daemon.pid) ?? ""
+        while mask(pending, has: signal) && clock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+            pending = statusField("ShdPnd", of: daemon.pid) ?? ""
+        }
+        #expect(!mask(pending, has: signal), "SIGRTMIN+5 still pending: ShdPnd \(pending)")
+        daemon.send(SIGHUP)
+        try await socket.datagrams.wait("READY=1 after a reload") { datagrams in
+            datagrams.drop { !$0.lines.contains("RELOADING=1") }.contains { $0.lines.contains("READY=1") }
+        }
+        daemon.send(SIGTERM)
+        #expect(try await daemon.waitForExit() == 0)
+        let output = TextFile.read(directory + "/output.log") ?? ""
+        let lines = output.split(separator: "\n").filter { $0.contains("Discarded") }
+        #expect(lines.count == 1, "one line for the flood, not one per signal: \(lines.count)")
+        #expect(lines.first?.contains("SIGRTMIN+5") == true, "\(lines)")
+    }
+
+    /// Before: started with stdin, stdout and stderr closed, vigild's epoll, eventfd and timerfd
+    /// became fds 0-2 and its log lines went into them. Now each closed one is /dev/null
+    /// before anything else opens a descriptor.
+    @Test func closedStandardDescriptorsBecomeDevNull() async throws {
+        let socket = try FakeNotifySocket()
+        let directory = VigildBinary.temporaryDirectory()
+        let daemon = try DaemonProcess(
+            executable: "/bin/sh",
+            arguments: [
+                "-c", #"exec "$0" "$@" <&- >&- 2>&-"#, VigildBinary.path, "run", "--state-directory",
+                directory + "/state", "--runtime-directory", directory + "/run",
+            ],
+            environment: ["NOTIFY_SOCKET": socket.path]
+        )
+        try await socket.datagrams.wait("READY=1") { $0.contains { $0.lines.contains("READY=1") } }
+        for descriptor in 0...2 {
+            var buffer = [CChar](repeating: 0, count: 256)
+            let length = readlink("/proc/\(daemon.pid)/fd/\(descriptor)", &buffer, buffer.count - 1)
+            let target =
+                length > 0
+                ? String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self) : "closed"
+            #expect(target == "/dev/null", "fd \(descriptor) is \(target)")
+        }
+        daemon.send(SIGTERM)
+        #expect(try await daemon.waitForExit() == 0)
+    }
+}
