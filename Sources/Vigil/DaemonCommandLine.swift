@@ -192,7 +192,39 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
             // Named after the daemon: its failure reads "Failed to start: NAME cannot use …".
             daemon.startupCommands.insert(
                 StartupStep(name) { _ in
-                    try locks.takeDirectories(runtime: runtime, state: keepsState ? state : nil, status: status)
+                    // On the helper thread with a deadline, as the configuration and state files
+                    // are read: a directory on a hung file system fails the start, naming it.
+                    let state = keepsState ? state : nil
+                    let deadline = HeldLocks.deadline
+                    switch await BlockingWorker.shared.run(
+                        deadline: deadline,
+                        {
+                            Result { () throws(SystemError) in try locks.takeDirectories(runtime: runtime, state: state)
+                            }
+                        }
+                    ) {
+                    case .finished(let result): status.use(try result.get())
+                    case .timedOut:
+                        throw SystemError(
+                            path: state ?? runtime.path,
+                            operation: "make and lock the directory",
+                            errno: ETIMEDOUT,
+                            detail: "the file system did not answer in \(deadline.formatted) (a hung mount?)"
+                        )
+                    case .cancelled:
+                        throw SystemError(
+                            path: runtime.path,
+                            operation: "make and lock the directory",
+                            errno: ECANCELED
+                        )
+                    case .unavailable(let why):
+                        throw SystemError(
+                            path: runtime.path,
+                            operation: "make and lock the directory",
+                            errno: EAGAIN,
+                            detail: why
+                        )
+                    }
                 },
                 at: 0
             )
@@ -206,9 +238,11 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
 
     /// The fewest descriptors `run` works with: stdin, stdout and stderr, the event loop's
     /// (``EventLoopExecutor``), the runtime directory, the one file being read or written at a
-    /// time, and the notify and journal sockets when systemd gives them (11 under the unit).
+    /// time, the instance locks of the runtime and state directories, and the notify and journal
+    /// sockets when systemd gives them (13 under the unit).
     package static func descriptorsNeeded(environment: CommandEnvironment) -> Int {
-        3 + EventLoopExecutor.loopDescriptors + 2 + (environment.variable("NOTIFY_SOCKET") == nil ? 0 : 1)
+        3 + EventLoopExecutor.loopDescriptors + 2 + instanceLocks
+            + (environment.variable("NOTIFY_SOCKET") == nil ? 0 : 1)
             + (environment.variable("JOURNAL_STREAM") == nil ? 0 : 1)
     }
 
@@ -222,12 +256,17 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
         guard limit.rlim_cur < rlim_t(needed) else { return nil }
         return "it may open only \(limit.rlim_cur) descriptors (RLIMIT_NOFILE) and needs at least \(needed): "
             + "stdin, stdout, stderr, \(EventLoopExecutor.loopDescriptors) for its event loop, the runtime "
-            + "directory, the file it writes"
+            + "directory, the file it writes, the instance locks of its runtime and state directories"
             + (environment.variable("NOTIFY_SOCKET") == nil ? "" : ", the notify socket")
             + (environment.variable("JOURNAL_STREAM") == nil ? "" : ", the journal socket")
             + "; with fewer, opening them fails with EMFILE (Too many open files). Raise LimitNOFILE= in the unit "
             + "(or ulimit -n) to \(needed) or more"
     }
+
+    /// The `instance.lock` files `run` holds open for its life: the runtime directory's and the
+    /// state directory's (counted for every daemon: whether one keeps state is known only once
+    /// it is built, after this check).
+    package static var instanceLocks: Int { 2 }
 
     private func checkConfig(_ file: String?, directories: DaemonDirectories, output: CommandOutput) -> Int32 {
         guard case .file(let path, _) = directories.configurationSource(file) else {
@@ -463,15 +502,14 @@ package final class HeldLocks: Sendable {
     package init() {}
 
     /// Creates the runtime and (for a daemon that keeps state) the state directory (explicit
-    /// modes, whatever the umask), takes each one's `InstanceLock` before anything is written
-    /// in either, and only then starts the status file. A second daemon on either directory
-    /// fails here naming the first's pid.
+    /// modes, whatever the umask) and takes each one's `InstanceLock` before anything is written
+    /// in either; returns the runtime directory, for the status file to start in. A second
+    /// daemon on either directory fails here naming the first's pid.
     package func takeDirectories(
         runtime: DaemonDirectories.Runtime,
-        state: String?,
-        status: RuntimeStatusWriter
+        state: String?
     )
-        throws(SystemError)
+        throws(SystemError) -> TrustedDirectory
     {
         let runtimeDirectory = try TrustedDirectory.create(runtime.path, privateToCaller: runtime.privateToCaller)
         var held = [try runtimeDirectory.lockInstance()]
@@ -481,6 +519,10 @@ package final class HeldLocks: Sendable {
             try StateStore.checkOwnership(of: state)
         }
         locks.withLock { $0 = held }
-        status.use(runtimeDirectory)
+        return runtimeDirectory
     }
+
+    /// How long the file system may take to make and lock the directories at start (as long as
+    /// a configuration read may take: `ConfigurationListener.readTimeout`'s default).
+    package static let deadline = Duration.seconds(5)
 }

@@ -258,18 +258,18 @@ import VigilTesting
         let base = scratch.path
         let writer = RuntimeStatusWriter(deferral: .seconds(3600))
         let first = HeldLocks()
-        try first.takeDirectories(runtime: .init(path: base + "/run"), state: nil, status: writer)
+        writer.use(try first.takeDirectories(runtime: .init(path: base + "/run"), state: nil))
         #expect(!FileSystem.exists(base + "/state"), "a stateless daemon made a state directory")
         #expect(FileSystem.exists(base + "/run/status.json"))
 
         let stateful = HeldLocks()
         let other = RuntimeStatusWriter(deferral: .seconds(3600))
         let refused = #expect(throws: SystemError.self) {
-            try stateful.takeDirectories(runtime: .init(path: base + "/run"), state: base + "/state", status: other)
+            other.use(try stateful.takeDirectories(runtime: .init(path: base + "/run"), state: base + "/state"))
         }
         #expect(refused?.detail?.hasPrefix("pid \(getpid()) holds it") == true)
         #expect(!FileSystem.exists(base + "/state"), "the refused one went on to the state directory")
-        try stateful.takeDirectories(runtime: .init(path: base + "/run2"), state: base + "/state", status: other)
+        other.use(try stateful.takeDirectories(runtime: .init(path: base + "/run2"), state: base + "/state"))
         #expect(FileSystem.exists(base + "/state/instance.lock"))
         for path in ["/run/instance.lock", "/run2/status.json", "/run2/instance.lock", "/state/instance.lock"] {
             unlink(base + path)

@@ -7,10 +7,10 @@ import VigilTesting
 /// Each test runs the built vigild as a real child.
 @Suite(.serialized) struct LimitsProcessTests {
     /// The smallest `RLIMIT_NOFILE` vigild runs with here (debug build, no journal socket): stdin,
-    /// stdout, stderr, the loop's four, the notify socket, the runtime directory and one for the
-    /// file being written. Under systemd the journal's socket makes it one more (the README's
+    /// stdout, stderr, the loop's four, the notify socket, the runtime directory, one for the
+    /// file being written and the two instance locks. Under systemd the journal's socket makes it one more (the README's
     /// failure-mode table, measured with the static release build under systemd 252).
-    static let minimumDescriptors = 10
+    static let minimumDescriptors = 12
 
     /// bash that closes every descriptor above 2 (the test runner's, inherited).
     static let closingInherited =
