@@ -50,6 +50,11 @@ public struct Daemon: Sendable {
     public var metrics: any MetricsFactory
     /// The logging set-up from ``bootstrapLogging(identifier:destination:level:)``.
     public let logging: DaemonLogging
+    /// How long ``run()`` waits at its end for the service manager to confirm that it processed
+    /// the last notifications (`STOPPING=1`, the final `STATUS=`): `BARRIER=1`, see
+    /// ``SystemdNotifier/barrier(timeout:)``. 1 s unless set; a frozen manager delays the exit by
+    /// at most this much.
+    public var exitBarrierTimeout: Duration = .seconds(1)
 
     /// The old name of ``DaemonLogging``, which shadowed the `Logging` module inside `Daemon`.
     @available(*, deprecated, renamed: "DaemonLogging")
@@ -159,6 +164,26 @@ public struct Daemon: Sendable {
     /// error: hands over the group once it exists; returns why the run failed, `nil` after a
     /// clean stop.
     package func run(whenCreated: (ListenerGroup) -> Void) async -> (any Error)? {
+        let failure = await runGroup(whenCreated: whenCreated)
+        synchronizeWithServiceManager()
+        return failure
+    }
+
+    /// Waits (at most ``exitBarrierTimeout``) until the service manager has processed what was
+    /// sent: datagrams still queued on the notifier's helper thread would die with the process.
+    private func synchronizeWithServiceManager() {
+        do {
+            if try !notifier.synchronize(timeout: exitBarrierTimeout) {
+                logging.logger.warning(
+                    "The service manager did not confirm the last notifications within \(exitBarrierTimeout) (BARRIER=1); it may not have seen the final status"
+                )
+            }
+        } catch {
+            logging.logger.warning("Could not wait for the service manager to confirm the last notifications: \(error)")
+        }
+    }
+
+    private func runGroup(whenCreated: (ListenerGroup) -> Void) async -> (any Error)? {
         let logger = logging.logger
         if let watchdog, let reason = watchdog.tooShort {
             logger.critical("\(identifier) cannot start: \(reason)")

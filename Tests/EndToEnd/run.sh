@@ -185,6 +185,8 @@ in_sandbox systemctl stop vigild
 
 # shellcheck source=ready.sh
 . "$here/ready.sh"
+# shellcheck source=systemd-features.sh
+. "$here/systemd-features.sh"
 
 # --- systemd 254: the same unit, one reload per request, a rejected one fails ---
 # Type=notify-reload was tried and dropped (systemd/README.md): with ExecReload= emptied a rejected

@@ -13,6 +13,8 @@
 //                    notifier's queue afterwards, and how long the sends took)
 //   drain            waits (at most 30 s) until the queue is empty; reports "drained" or
 //                    "backlog=B after 30 s"
+//   barrier=MS       BARRIER=1 with a wait of at most MS ms; reports "barrier=confirmed ms=M" or
+//                    "barrier=timed-out ms=M" (M: how long it waited), or "error errno=N: DESCRIPTION"
 //   watchdog         reports "watchdog=none" or "watchdog interval=D ping=D" (`fromEnvironment`)
 //   env=NAME         reports "NAME=VALUE" or "NAME unset"
 // Each report is one datagram to the Unix socket named by VIGIL_PROBE_REPORT (a FakeNotifySocket
@@ -92,6 +94,17 @@ for action in CommandLine.arguments.dropFirst() {
         while SystemdNotifier.backlog > 0 && clock.now < deadline { usleep(1000) }
         let left = SystemdNotifier.backlog
         report(left == 0 ? "drained" : "backlog=\(left) after 30 s")
+    case "barrier":
+        let start = clock.now
+        do {
+            let confirmed = try SystemdNotifier().barrier(timeout: .milliseconds(Int(argument) ?? 0))
+            let elapsed = clock.now - start
+            let milliseconds =
+                elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000
+            report("barrier=\(confirmed ? "confirmed" : "timed-out") ms=\(milliseconds)")
+        } catch {
+            report("error errno=\(error.errno): \(error)")
+        }
     case "watchdog":
         if let watchdog = Watchdog.fromEnvironment() {
             report("watchdog interval=\(watchdog.interval) ping=\(watchdog.pingInterval)")

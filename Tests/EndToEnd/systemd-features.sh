@@ -1,0 +1,42 @@
+# Sourced by run.sh (issue 24): what else systemd gives a daemon, under real systemd — the exit
+# barrier, credentials, memory pressure, state in the file-descriptor store. Expects vigild
+# stopped with the shipped unit; leaves it stopped, its drop-ins removed.
+echo "# systemd features: barrier, credentials, memory pressure, fd store"
+features_probe=$(dirname "$binary")/vigil-notify-probe
+install -m 0755 "$features_probe" "$root/usr/bin/vigil-notify-probe"
+
+# --- BARRIER=1 at exit ---
+in_sandbox systemctl start vigild
+before=$(cursor)
+stop_started=$EPOCHREALTIME
+in_sandbox systemctl stop vigild
+stop_seconds=$(awk "BEGIN { print $EPOCHREALTIME - $stop_started }")
+check "barrier: the stop's last STATUS= reached systemd (StatusText after the stop)" bash -c "
+  text=\$(nsenter -t $pid -a systemctl show -P StatusText vigild); echo \"StatusText='\$text'\"
+  [ \"\$text\" = 'Stopping (SIGTERM)…' ] && [ \"\$(nsenter -t $pid -a systemctl show -P Result vigild)\" = success ]"
+check "barrier: systemd 252 confirmed BARRIER=1 (no warning; stop took ${stop_seconds}s)" bash -c "
+  ! nsenter -t $pid -a journalctl -u vigild --after-cursor='$before' --no-pager -o cat | grep -F 'BARRIER=1'"
+# A frozen manager: systemd (PID 1 of the sandbox) stopped with SIGSTOP, vigild sent SIGTERM
+# directly. The barrier cannot be confirmed: vigild exits (a zombie, as nobody reaps it) after
+# about the 1 s bound, then systemd, thawed, sees a clean exit.
+frozen_barrier() {
+  in_sandbox systemctl start vigild || return 1
+  local host_pid state since waited
+  host_pid=$(pgrep -P "$pid" -x vigild) || { echo "no vigild child of host pid $pid"; return 1; }
+  before=$(cursor)
+  kill -STOP "$pid"
+  since=$EPOCHREALTIME
+  kill -TERM "$host_pid"
+  for _ in $(seq 1 200); do
+    state=$(awk '{ print $3 }' "/proc/$host_pid/stat" 2>/dev/null)
+    [ "$state" = Z ] && break
+    sleep 0.02
+  done
+  waited=$(awk "BEGIN { print $EPOCHREALTIME - $since }")
+  kill -CONT "$pid"
+  echo "state $state after ${waited}s"
+  [ "$state" = Z ] && awk "BEGIN { exit !($waited >= 0.9 && $waited < 3) }" &&
+    wait_until 10 bash -c "[ \"\$(nsenter -t $pid -a systemctl show -P ActiveState vigild)\" = inactive ]" &&
+    await_entry 10 "$before" "'did not confirm the last notifications within 1.0 seconds (BARRIER=1)' in e.get('MESSAGE', '')"
+}
+check "barrier: under a frozen systemd the exit waits the 1 s bound, no longer, and says so" frozen_barrier
