@@ -6,16 +6,24 @@ features_probe=$(dirname "$binary")/vigil-notify-probe
 install -m 0755 "$features_probe" "$root/usr/bin/vigil-notify-probe"
 
 # --- BARRIER=1 at exit ---
+# What systemd holds once the main process is gone: an ExecStopPost= (with full privileges, '+')
+# records StatusText then; after the stop the unit may be unloaded and show nothing.
+mkdir -p "$root/etc/systemd/system/vigild.service.d"
+printf '[Service]\nExecStopPost=+/bin/sh -c "systemctl show -P StatusText vigild > /run/vigild-stop-status"\n' \
+  > "$root/etc/systemd/system/vigild.service.d/stop-status.conf"
+in_sandbox systemctl daemon-reload
 in_sandbox systemctl start vigild
 before=$(cursor)
 stop_started=$EPOCHREALTIME
 in_sandbox systemctl stop vigild
 stop_seconds=$(awk "BEGIN { print $EPOCHREALTIME - $stop_started }")
-check "barrier: the stop's last STATUS= reached systemd (StatusText after the stop)" bash -c "
-  text=\$(nsenter -t $pid -a systemctl show -P StatusText vigild); echo \"StatusText='\$text'\"
+check "barrier: the stop's last STATUS= reached systemd (StatusText after the process exited)" bash -c "
+  text=\$(cat $root/run/vigild-stop-status); echo \"StatusText='\$text'\"
   [ \"\$text\" = 'Stopping (SIGTERM)…' ] && [ \"\$(nsenter -t $pid -a systemctl show -P Result vigild)\" = success ]"
 check "barrier: systemd 252 confirmed BARRIER=1 (no warning; stop took ${stop_seconds}s)" bash -c "
   ! nsenter -t $pid -a journalctl -u vigild --after-cursor='$before' --no-pager -o cat | grep -F 'BARRIER=1'"
+rm -rf "$root/etc/systemd/system/vigild.service.d" "$root/run/vigild-stop-status"
+in_sandbox systemctl daemon-reload
 # A frozen manager: systemd (PID 1 of the sandbox) stopped with SIGSTOP, vigild sent SIGTERM
 # directly. The barrier cannot be confirmed: vigild exits (a zombie, as nobody reaps it) after
 # about the 1 s bound, then systemd, thawed, sees a clean exit.
@@ -40,3 +48,31 @@ frozen_barrier() {
     await_entry 10 "$before" "'did not confirm the last notifications within 1.0 seconds (BARRIER=1)' in e.get('MESSAGE', '')"
 }
 check "barrier: under a frozen systemd the exit waits the 1 s bound, no longer, and says so" frozen_barrier
+
+# --- credentials: LoadCredential= in a drop-in, read by Credentials.readString ---
+# vigil-notify-probe reads the credential and prints what it got (stdout: the journal), as a
+# DynamicUser= service like vigild: the credential is readable by that user only.
+units=$root/etc/systemd/system
+printf '[Service]\nType=oneshot\nDynamicUser=yes\nExecStart=/usr/bin/vigil-notify-probe credential=api-token\n' \
+  > "$units/credential-probe.service"
+printf 'tok-%s\n' "$RANDOM$RANDOM" > "$root/etc/vigil-api-token"
+chmod 0600 "$root/etc/vigil-api-token"
+token=$(head -1 "$root/etc/vigil-api-token")
+in_sandbox systemctl daemon-reload
+check "credentials: without LoadCredential= the probe names the credential and the unit lines" bash -c "
+  nsenter -t $pid -a systemctl start credential-probe; out=\$(nsenter -t $pid -a journalctl -u credential-probe --no-pager -o cat | grep 'api-token' | tail -1); echo \"\$out\"
+  echo \"\$out\" | grep -qF \"error code=missing: credential 'api-token' is missing: CREDENTIALS_DIRECTORY is not set\" &&
+  echo \"\$out\" | grep -qF 'LoadCredential=api-token:/path/to/file' && echo \"\$out\" | grep -qF 'SetCredential=api-token:VALUE'"
+mkdir -p "$units/credential-probe.service.d"
+printf '[Service]\nLoadCredential=api-token:/etc/vigil-api-token\n' > "$units/credential-probe.service.d/credential.conf"
+in_sandbox systemctl daemon-reload
+check "credentials: LoadCredential= in a drop-in reaches Credentials.readString under DynamicUser=" bash -c "
+  nsenter -t $pid -a systemctl start credential-probe; out=\$(nsenter -t $pid -a journalctl -u credential-probe --no-pager -o cat | grep 'api-token' | tail -1); echo \"\$out\"
+  [ \"\$out\" = 'credential api-token=$token' ]"
+printf '[Service]\nSetCredential=api-token:from-the-unit\n' > "$units/credential-probe.service.d/credential.conf"
+in_sandbox systemctl daemon-reload
+check "credentials: SetCredential= works the same" bash -c "
+  nsenter -t $pid -a systemctl start credential-probe; out=\$(nsenter -t $pid -a journalctl -u credential-probe --no-pager -o cat | grep 'api-token' | tail -1); echo \"\$out\"
+  [ \"\$out\" = 'credential api-token=from-the-unit' ]"
+rm -rf "$units/credential-probe.service" "$units/credential-probe.service.d" "$root/etc/vigil-api-token"
+in_sandbox systemctl daemon-reload

@@ -15,6 +15,8 @@
 //                    "backlog=B after 30 s"
 //   barrier=MS       BARRIER=1 with a wait of at most MS ms; reports "barrier=confirmed ms=M" or
 //                    "barrier=timed-out ms=M" (M: how long it waited), or "error errno=N: DESCRIPTION"
+//   credential=NAME  reads the credential NAME (`Credentials.readString`); reports
+//                    "credential NAME=TEXT" or "error code=C: MESSAGE"
 //   watchdog         reports "watchdog=none" or "watchdog interval=D ping=D" (`fromEnvironment`)
 //   env=NAME         reports "NAME=VALUE" or "NAME unset"
 // Each report is one datagram to the Unix socket named by VIGIL_PROBE_REPORT (a FakeNotifySocket
@@ -104,6 +106,12 @@ for action in CommandLine.arguments.dropFirst() {
             report("barrier=\(confirmed ? "confirmed" : "timed-out") ms=\(milliseconds)")
         } catch {
             report("error errno=\(error.errno): \(error)")
+        }
+    case "credential":
+        do throws(CredentialError) {
+            report("credential \(argument)=\(try Credentials.readString(argument))")
+        } catch {
+            report("error code=\(error.code): \(error)")
         }
     case "watchdog":
         if let watchdog = Watchdog.fromEnvironment() {
