@@ -212,6 +212,8 @@ public struct Daemon: Sendable {
             return error
         }
         whenCreated(group)
+        let pressure = Self.watchMemoryPressure(for: group, logger: logger)
+        defer { pressure?.cancel() }
         if let watchdog, let warning = Self.healthBudgetWarning(group.healthBudgetsOverLimit, watchdog: watchdog) {
             logger.warning("\(warning)")
         }
@@ -270,6 +272,27 @@ public struct Daemon: Sendable {
 }
 
 extension Daemon {
+    /// Watches `$MEMORY_PRESSURE_WATCH` (systemd's `MemoryPressureWatch=`) for `group`; `nil`
+    /// when it is unset or `/dev/null`, or cannot be watched (a warning says why: the daemon
+    /// runs on without it).
+    static func watchMemoryPressure(for group: ListenerGroup, logger: Logger) -> MemoryPressureWatch? {
+        do {
+            guard let watch = try MemoryPressureWatch.fromEnvironment(handler: { group.requestMemoryPressure() }) else {
+                return nil
+            }
+            let trigger =
+                watch.kind == .pressureFile && !watch.written.isEmpty
+                ? " with the trigger '\(MemoryPressureWatch.text(watch.written))'" : ""
+            logger.info("Watching memory pressure: \(watch.kind.rawValue) \(watch.path)\(trigger)")
+            return watch
+        } catch {
+            logger.warning(
+                "Not watching memory pressure: \(error). Set MemoryPressureWatch=auto (or off) in the unit, or fix MEMORY_PRESSURE_WATCH."
+            )
+            return nil
+        }
+    }
+
     /// The deprecated `services:` as listeners: each depends on every listener, so it starts
     /// last and stops first, and is ready as soon as it runs.
     static func serviceListeners(_ services: [any Service], after listeners: [any Listener]) -> [any Listener] {

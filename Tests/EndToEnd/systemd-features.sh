@@ -76,3 +76,66 @@ check "credentials: SetCredential= works the same" bash -c "
   [ \"\$out\" = 'credential api-token=from-the-unit' ]"
 rm -rf "$units/credential-probe.service" "$units/credential-probe.service.d" "$root/etc/vigil-api-token"
 in_sandbox systemctl daemon-reload
+
+# --- memory pressure: a FIFO through Environment= (this host's cgroup2 has no memory
+# controller, so MemoryPressureWatch= has no memory.pressure to hand over), then a real PSI trigger ---
+fifo=/run/vigil-pressure.fifo
+mkfifo -m 0666 "$root$fifo"
+mkdir -p "$root/etc/systemd/system/vigild.service.d"
+printf '[Service]\nEnvironment=MEMORY_PRESSURE_WATCH=%s\n' "$fifo" > "$root/etc/systemd/system/vigild.service.d/pressure.conf"
+in_sandbox systemctl daemon-reload
+before=$(cursor)
+in_sandbox systemctl start vigild
+check "memory pressure: vigild watches the FIFO MEMORY_PRESSURE_WATCH names" await_entry 10 "$before" \
+  "e.get('MESSAGE') == 'Watching memory pressure: FIFO $fifo'"
+# One writer for all reports (held open by the shell). Each report is one wake-up of the watch
+# (bytes that arrive together are one); reports within a second of the last event are dropped
+# and counted.
+exec {pressure_fd}<>"$root$fifo"
+first_report=$EPOCHREALTIME
+printf x >&$pressure_fd
+for _ in 1 2 3 4; do sleep 0.1; printf x >&$pressure_fd; done  # spaced, so each is its own wake-up
+within=$(awk "BEGIN { print $EPOCHREALTIME - $first_report }")
+check "memory pressure: a write is a memory-pressure entry with its MESSAGE_ID" await_entry 10 "$before" \
+  "e.get('VIGIL_EVENT') == 'memory-pressure' and e.get('MESSAGE_ID') == '0cd2cd838e6e46c182a0fd36b9b59a18' and e.get('PRIORITY') == '5'"
+pressure_entries() {
+  in_sandbox journalctl -u vigild --after-cursor="$before" -o json --no-pager |
+    python3 -c 'import json,sys; print(sum(1 for l in sys.stdin if json.loads(l).get("VIGIL_EVENT") == "memory-pressure"))'
+}
+if awk "BEGIN { exit !($within < 0.9) }"; then
+  check "memory pressure: 4 more reports within the second (${within}s) make no entry (rate limit: one a second)" \
+    test "$(pressure_entries)" = 1
+fi
+sleep 1.1  # past the rate limit's second: nothing to await but the clock
+printf x >&$pressure_fd
+check "memory pressure: a report after the second is an entry that counts the dropped ones" await_entry 10 "$before" \
+  "e.get('VIGIL_EVENT') == 'memory-pressure' and int(e.get('VIGIL_SKIPPED', '0')) >= 1"
+exec {pressure_fd}>&-
+check "memory pressure: the daemon stays active, heartbeats go on" await_entry 10 "$before" "e.get('MESSAGE') == 'alive'"
+in_sandbox systemctl stop vigild
+rm -f "$root$fifo"
+
+# The kernel's PSI file, as MemoryPressureWatch= hands the cgroup's: the trigger (200 ms stalled in
+# 2 s, with its NUL, as systemd writes it) must be accepted, and a malformed one named.
+if [ -w /proc/pressure/memory ]; then
+  printf '[Service]\nProcSubset=all\nEnvironment=MEMORY_PRESSURE_WATCH=/proc/pressure/memory MEMORY_PRESSURE_WRITE=%s\n' \
+    "$(printf 'some 200000 2000000\0' | base64 -w0)" > "$root/etc/systemd/system/vigild.service.d/pressure.conf"
+  in_sandbox systemctl daemon-reload
+  before=$(cursor)
+  in_sandbox systemctl start vigild
+  check "memory pressure: a PSI trigger on /proc/pressure/memory is accepted (DynamicUser=, no capabilities)" await_entry 10 "$before" \
+    "e.get('MESSAGE') == \"Watching memory pressure: PSI file /proc/pressure/memory with the trigger 'some 200000 2000000'\""
+  in_sandbox systemctl stop vigild
+  printf '[Service]\nProcSubset=all\nEnvironment=MEMORY_PRESSURE_WATCH=/proc/pressure/memory MEMORY_PRESSURE_WRITE=%s\n' \
+    "$(printf 'some 1 2\0' | base64 -w0)" > "$root/etc/systemd/system/vigild.service.d/pressure.conf"
+  in_sandbox systemctl daemon-reload
+  before=$(cursor)
+  check "memory pressure: a trigger the kernel refuses is a warning naming it; the daemon starts" bash -c "
+    nsenter -t $pid -a systemctl start vigild &&
+    await_entry 10 '$before' \"e.get('PRIORITY') == '4' and 'the kernel refused the trigger (some 1 2)' in e.get('MESSAGE', '')\""
+  in_sandbox systemctl stop vigild
+else
+  echo "# skipped the PSI trigger checks: /proc/pressure/memory is not writable on this kernel"
+fi
+rm -rf "$root/etc/systemd/system/vigild.service.d"
+in_sandbox systemctl daemon-reload
