@@ -36,9 +36,12 @@ let package = Package(
         // The preinit function that blocks a daemon's signals before the Swift runtime starts.
         .target(name: "CVigilEarlySignals"),
         .target(name: "VigilEarlySignals", dependencies: ["CVigilEarlySignals"]),
+        // memfd_create, which Swift cannot call, for snapshots in systemd's fd store.
+        .target(name: "CVigilSystemd"),
         .target(
             name: "VigilSystemd",
             dependencies: [
+                "CVigilSystemd",
                 "VigilPOSIX",
                 "VigilEventLoop",
                 .product(name: "Logging", package: "swift-log"),

@@ -139,3 +139,26 @@ else
 fi
 rm -rf "$root/etc/systemd/system/vigild.service.d"
 in_sandbox systemctl daemon-reload
+
+# --- state across a restart without the disk: a sealed memfd in the fd store ---
+# The probe restores the number stored under "counter" (none: 0), stores it plus one, reports it
+# and waits: each systemctl restart must see the number the run before stored.
+printf '[Service]\nType=notify\nDynamicUser=yes\nFileDescriptorStoreMax=2\nExecStart=/usr/bin/vigil-notify-probe env=LISTEN_FDS snapshot-bump=counter send=READY=1 wait\n' \
+  > "$units/snapshot-probe.service"
+in_sandbox systemctl daemon-reload
+snapshot_after() { # snapshot_after SYSTEMCTL_VERB: the number the probe reports after it
+  in_sandbox systemctl "$1" snapshot-probe || return 1
+  in_sandbox journalctl -u snapshot-probe --no-pager -o cat | grep -E '^(snapshot counter=|error)' | tail -1
+}
+check "fd store: the first start has no snapshot and stores 1" test "$(snapshot_after start)" = 'snapshot counter=1'
+check "fd store: systemctl restart hands the snapshot back (2)" test "$(snapshot_after restart)" = 'snapshot counter=2'
+check "fd store: and again (3), with one descriptor passed: the stale snapshot was removed, not kept beside" bash -c "
+  nsenter -t $pid -a systemctl restart snapshot-probe || exit 1
+  out=\$(nsenter -t $pid -a journalctl -u snapshot-probe --no-pager -o cat | grep -E '^(snapshot counter=|error|LISTEN_FDS)' | tail -2); echo \"\$out\"
+  [ \"\$out\" = \"LISTEN_FDS=1
+snapshot counter=3\" ]"
+in_sandbox systemctl stop snapshot-probe
+check "fd store: systemctl stop empties the store, the next start begins at 1" test "$(snapshot_after start)" = 'snapshot counter=1'
+in_sandbox systemctl stop snapshot-probe
+rm -f "$units/snapshot-probe.service"
+in_sandbox systemctl daemon-reload

@@ -17,6 +17,12 @@
 //                    "barrier=timed-out ms=M" (M: how long it waited), or "error errno=N: DESCRIPTION"
 //   credential=NAME  reads the credential NAME (`Credentials.readString`); reports
 //                    "credential NAME=TEXT" or "error code=C: MESSAGE"
+//   snapshot-store=NAME:TEXT   stores TEXT as snapshot NAME (`StoredSnapshot.store`); reports
+//                    "stored=true|false" or "error code=C: MESSAGE"
+//   snapshot-restore=NAME      reports "restored NAME=TEXT", "restored NAME none" or "error code=C: MESSAGE"
+//   snapshot-bump=NAME         restores NAME as a number (none: 0), stores it plus one; reports
+//                    "snapshot NAME=N" (the number stored) or "error code=C: MESSAGE"
+//   wait             waits for a signal (SIGTERM ends the probe), to run as a service
 //   watchdog         reports "watchdog=none" or "watchdog interval=D ping=D" (`fromEnvironment`)
 //   env=NAME         reports "NAME=VALUE" or "NAME unset"
 // Each report is one datagram to the Unix socket named by VIGIL_PROBE_REPORT (a FakeNotifySocket
@@ -113,6 +119,33 @@ for action in CommandLine.arguments.dropFirst() {
         } catch {
             report("error code=\(error.code): \(error)")
         }
+    case "snapshot-store":
+        let parts = argument.split(separator: ":", maxSplits: 1).map(String.init)
+        do throws(StoredSnapshotError) {
+            report("stored=\(try StoredSnapshot.store(Array((parts.count > 1 ? parts[1] : "").utf8), name: parts[0]))")
+        } catch {
+            report("error code=\(error.code): \(error)")
+        }
+    case "snapshot-restore":
+        do throws(StoredSnapshotError) {
+            let bytes = try StoredSnapshot.restore(name: argument)
+            report("restored \(argument)" + (bytes.map { "=" + String(decoding: $0, as: UTF8.self) } ?? " none"))
+        } catch {
+            report("error code=\(error.code): \(error)")
+        }
+    case "snapshot-bump":
+        do throws(StoredSnapshotError) {
+            let previous = try StoredSnapshot.restore(name: argument).flatMap {
+                Int(String(decoding: $0, as: UTF8.self))
+            }
+            let next = (previous ?? 0) + 1
+            try StoredSnapshot.store(Array("\(next)".utf8), name: argument)
+            report("snapshot \(argument)=\(next)")
+        } catch {
+            report("error code=\(error.code): \(error)")
+        }
+    case "wait":
+        while true { pause() }
     case "watchdog":
         if let watchdog = Watchdog.fromEnvironment() {
             report("watchdog interval=\(watchdog.interval) ping=\(watchdog.pingInterval)")
