@@ -37,11 +37,11 @@ let package = Package(
         .target(name: "CVigilEarlySignals"),
         .target(name: "VigilEarlySignals", dependencies: ["CVigilEarlySignals"]),
         // memfd_create, which Swift cannot call, for snapshots in systemd's fd store.
-        .target(name: "CVigilSystemd"),
+        .target(name: "CVigilMemoryFile"),
         .target(
             name: "VigilSystemd",
             dependencies: [
-                "CVigilSystemd",
+                "CVigilMemoryFile",
                 "VigilPOSIX",
                 "VigilEventLoop",
                 .product(name: "Logging", package: "swift-log"),

@@ -52,7 +52,7 @@ public struct Daemon: Sendable {
     public let logging: DaemonLogging
     /// How long ``run()`` waits at its end for the service manager to confirm that it processed
     /// the last notifications (`STOPPING=1`, the final `STATUS=`): `BARRIER=1`, see
-    /// ``SystemdNotifier/barrier(timeout:)``. 1 s unless set; a frozen manager delays the exit by
+    /// `SystemdNotifier.barrier(timeout:)`. 1 s unless set; a frozen manager delays the exit by
     /// at most this much.
     public var exitBarrierTimeout: Duration = .seconds(1)
 

@@ -8,7 +8,7 @@ extension SystemdNotifier: ServiceManagerNotifier {
         for datagram in NotifyMessage.datagrams(messages) { try send(datagram) }
     }
 
-    /// ``SystemdNotifier/barrier(timeout:)``: `BARRIER=1`, then a bounded wait for systemd.
+    /// `SystemdNotifier.barrier(timeout:)`: `BARRIER=1`, then a bounded wait for systemd.
     public func synchronize(timeout: Duration) throws -> Bool { try barrier(timeout: timeout) }
 }
 

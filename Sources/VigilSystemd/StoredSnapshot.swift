@@ -1,4 +1,4 @@
-import CVigilSystemd
+import CVigilMemoryFile
 import VigilPOSIX
 import VigilPlatform
 

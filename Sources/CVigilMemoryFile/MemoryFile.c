@@ -1,6 +1,6 @@
-// See include/CVigilSystemd.h.
+// See include/CVigilMemoryFile.h.
 #define _GNU_SOURCE
-#include "CVigilSystemd.h"
+#include "CVigilMemoryFile.h"
 
 #include <sys/syscall.h>
 #include <unistd.h>
