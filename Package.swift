@@ -42,9 +42,12 @@ let package = Package(
         // The preinit function that blocks a daemon's signals before the Swift runtime starts.
         .target(name: "CVigilEarlySignals"),
         .target(name: "VigilEarlySignals", dependencies: ["CVigilEarlySignals"]),
+        // memfd_create, which Swift cannot call, for snapshots in systemd's fd store.
+        .target(name: "CVigilMemoryFile"),
         .target(
             name: "VigilSystemd",
             dependencies: [
+                "CVigilMemoryFile",
                 "VigilPOSIX",
                 "VigilEventLoop",
                 .product(name: "Logging", package: "swift-log"),

@@ -67,6 +67,15 @@ static pthread_t loop_thread;
 static int epoll_fd = -1, timer_fd = -1, signal_fd = -1, main_queue_fd = -1;
 static sigset_t watched;   // signals with a callback
 static sigset_t drained;   // real-time signals blocked at the loop's start: taken, and discarded if unowned
+// Descriptors watched for the daemon (cvigil_loop_watch_descriptor): a memory-pressure file, say.
+#define MAXIMUM_DESCRIPTOR_WATCHES 64
+typedef struct {
+    int descriptor;  // -1: free slot
+    cvigil_descriptor_callback callback;
+    void *context;
+} DescriptorWatch;
+static DescriptorWatch descriptor_watches[MAXIMUM_DESCRIPTOR_WATCHES];
+static size_t descriptor_watch_count;
 static cvigil_signal_callback callbacks[_NSIG];
 static void *contexts[_NSIG];
 static cvigil_signal_callback unowned_callback;
@@ -331,6 +340,59 @@ void cvigil_loop_unwatch_signal(int signal) {
     pthread_mutex_unlock(&lock);
 }
 
+int cvigil_loop_watch_descriptor(int descriptor, uint32_t events, cvigil_descriptor_callback callback, void *context) {
+    int failed = open_descriptors();
+    if (failed) return failed;
+    pthread_mutex_lock(&lock);
+    size_t slot = descriptor_watch_count;
+    for (size_t index = 0; index < descriptor_watch_count; index++) {
+        if (descriptor_watches[index].descriptor == descriptor) {
+            pthread_mutex_unlock(&lock);
+            return EEXIST;
+        }
+        if (descriptor_watches[index].descriptor < 0 && slot == descriptor_watch_count) slot = index;
+    }
+    if (slot == MAXIMUM_DESCRIPTOR_WATCHES) {
+        pthread_mutex_unlock(&lock);
+        return ENOSPC;
+    }
+    descriptor_watches[slot] = (DescriptorWatch){descriptor, callback, context};
+    if (slot == descriptor_watch_count) descriptor_watch_count++;
+    struct epoll_event event = {.events = events, .data.fd = descriptor};
+    int result = epoll_ctl(epoll_fd, EPOLL_CTL_ADD, descriptor, &event);
+    int error = result < 0 ? errno : 0;
+    if (error) descriptor_watches[slot].descriptor = -1;
+    pthread_mutex_unlock(&lock);
+    return error;
+}
+
+void cvigil_loop_unwatch_descriptor(int descriptor) {
+    pthread_mutex_lock(&lock);
+    for (size_t index = 0; index < descriptor_watch_count; index++) {
+        if (descriptor_watches[index].descriptor == descriptor) {
+            descriptor_watches[index].descriptor = -1;
+            epoll_ctl(epoll_fd, EPOLL_CTL_DEL, descriptor, NULL);
+        }
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+// Calls the callback of a watched descriptor epoll reported (none when it was unwatched since).
+static void deliver_descriptor(int descriptor, uint32_t revents) {
+    pthread_mutex_lock(&lock);
+    cvigil_descriptor_callback callback = NULL;
+    void *context = NULL;
+    for (size_t index = 0; index < descriptor_watch_count; index++) {
+        if (descriptor_watches[index].descriptor == descriptor) {
+            callback = descriptor_watches[index].callback;
+            context = descriptor_watches[index].context;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    if (callback) callback(descriptor, revents, context);
+}
+
 static void arm(uint64_t deadline) {
     if (deadline == armed_deadline) return;
     struct itimerspec when = {0};
@@ -388,6 +450,8 @@ static void poll_events(int timeout) {
             ssize_t ignored = read(fd, &value, sizeof value);
             (void)ignored;
             _dispatch_main_queue_callback_4CF(NULL);
+        } else {
+            deliver_descriptor(fd, events[index].events);
         }
     }
 }

@@ -50,6 +50,11 @@ public struct Daemon: Sendable {
     public var metrics: any MetricsFactory
     /// The logging set-up from ``bootstrapLogging(identifier:destination:level:)``.
     public let logging: DaemonLogging
+    /// How long ``run()`` waits at its end for the service manager to confirm that it processed
+    /// the last notifications (`STOPPING=1`, the final `STATUS=`): `BARRIER=1`, see
+    /// `SystemdNotifier.barrier(timeout:)`. 1 s unless set; a frozen manager delays the exit by
+    /// at most this much.
+    public var exitBarrierTimeout: Duration = .seconds(1)
 
     /// The old name of ``DaemonLogging``, which shadowed the `Logging` module inside `Daemon`.
     @available(*, deprecated, renamed: "DaemonLogging")
@@ -161,6 +166,26 @@ public struct Daemon: Sendable {
     package func run(whenCreated: (ListenerGroup) -> Void) async -> (any Error)? {
         // Done already by VigilEarlySignals or the event loop; this is for a daemon with neither.
         EventLoopExecutor.openMissingStandardDescriptors()
+        let failure = await runGroup(whenCreated: whenCreated)
+        synchronizeWithServiceManager()
+        return failure
+    }
+
+    /// Waits (at most ``exitBarrierTimeout``) until the service manager has processed what was
+    /// sent: datagrams still queued on the notifier's helper thread would die with the process.
+    private func synchronizeWithServiceManager() {
+        do {
+            if try !notifier.synchronize(timeout: exitBarrierTimeout) {
+                logging.logger.warning(
+                    "The service manager did not confirm the last notifications within \(exitBarrierTimeout) (BARRIER=1); it may not have seen the final status"
+                )
+            }
+        } catch {
+            logging.logger.warning("Could not wait for the service manager to confirm the last notifications: \(error)")
+        }
+    }
+
+    private func runGroup(whenCreated: (ListenerGroup) -> Void) async -> (any Error)? {
         let logger = logging.logger
         if let watchdog, let reason = watchdog.tooShort {
             logger.critical("\(identifier) cannot start: \(reason)")
@@ -189,6 +214,8 @@ public struct Daemon: Sendable {
             return error
         }
         whenCreated(group)
+        let pressure = Self.watchMemoryPressure(for: group, logger: logger)
+        defer { pressure?.cancel() }
         if let watchdog, let warning = Self.healthBudgetWarning(group.healthBudgetsOverLimit, watchdog: watchdog) {
             logger.warning("\(warning)")
         }
@@ -247,6 +274,27 @@ public struct Daemon: Sendable {
 }
 
 extension Daemon {
+    /// Watches `$MEMORY_PRESSURE_WATCH` (systemd's `MemoryPressureWatch=`) for `group`; `nil`
+    /// when it is unset or `/dev/null`, or cannot be watched (a warning says why: the daemon
+    /// runs on without it).
+    static func watchMemoryPressure(for group: ListenerGroup, logger: Logger) -> MemoryPressureWatch? {
+        do {
+            guard let watch = try MemoryPressureWatch.fromEnvironment(handler: { group.requestMemoryPressure() }) else {
+                return nil
+            }
+            let trigger =
+                watch.kind == .pressureFile && !watch.written.isEmpty
+                ? " with the trigger '\(MemoryPressureWatch.text(watch.written))'" : ""
+            logger.info("Watching memory pressure: \(watch.kind.rawValue) \(watch.path)\(trigger)")
+            return watch
+        } catch {
+            logger.warning(
+                "Not watching memory pressure: \(error). Set MemoryPressureWatch=auto (or off) in the unit, or fix MEMORY_PRESSURE_WATCH."
+            )
+            return nil
+        }
+    }
+
     /// The deprecated `services:` as listeners: each depends on every listener, so it starts
     /// last and stops first, and is ready as soon as it runs.
     static func serviceListeners(_ services: [any Service], after listeners: [any Listener]) -> [any Listener] {

@@ -244,6 +244,13 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
         3 + EventLoopExecutor.loopDescriptors + 2 + instanceLocks
             + (environment.variable("NOTIFY_SOCKET") == nil ? 0 : 1)
             + (environment.variable("JOURNAL_STREAM") == nil ? 0 : 1)
+            + (watchesMemoryPressure(environment) ? 1 : 0)
+    }
+
+    /// Whether systemd hands the daemon a memory-pressure source to watch (one more descriptor).
+    private static func watchesMemoryPressure(_ environment: CommandEnvironment) -> Bool {
+        guard let path = environment.variable("MEMORY_PRESSURE_WATCH") else { return false }
+        return !path.isEmpty && path != "/dev/null"
     }
 
     /// Why `run` cannot start with this process's `RLIMIT_NOFILE`, or `nil`: below
@@ -259,6 +266,7 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
             + "directory, the file it writes, the instance locks of its runtime and state directories"
             + (environment.variable("NOTIFY_SOCKET") == nil ? "" : ", the notify socket")
             + (environment.variable("JOURNAL_STREAM") == nil ? "" : ", the journal socket")
+            + (watchesMemoryPressure(environment) ? ", the memory-pressure watch" : "")
             + "; with fewer, opening them fails with EMFILE (Too many open files). Raise LimitNOFILE= in the unit "
             + "(or ulimit -n) to \(needed) or more"
     }

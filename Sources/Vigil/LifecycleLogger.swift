@@ -7,7 +7,8 @@ import VigilSystemd
 /// `journalctl MESSAGE_ID=…` and `journalctl VIGIL_EVENT=reload` find them.
 ///
 /// Fields: `VIGIL_EVENT` (started, reload-applied, …), `VIGIL_GENERATION`, `VIGIL_REASON`,
-/// `VIGIL_DURATION_USEC`, `VIGIL_LISTENER`, `VIGIL_VERSION`, `VIGIL_PID`, `VIGIL_UPTIME_USEC`.
+/// `VIGIL_DURATION_USEC`, `VIGIL_LISTENER`, `VIGIL_VERSION`, `VIGIL_PID`, `VIGIL_UPTIME_USEC`,
+/// `VIGIL_SKIPPED` (memory-pressure reports dropped by the rate limit).
 public struct LifecycleLogger: LifecycleObserver {
     private let logger: Logger
     private let version: String
@@ -61,6 +62,15 @@ public struct LifecycleLogger: LifecycleObserver {
             )
         case .userSignal(let signal):
             log(.info, "Handled \(signal)", .userSignal, "user-signal", ["VIGIL_SIGNAL": "\(signal)"])
+        case .memoryPressure(let skipped):
+            log(
+                .notice,
+                "Memory pressure reported by the service manager: asked every listener to release what it can"
+                    + (skipped > 0 ? " (\(skipped) more report(s) within the rate limit were dropped)" : ""),
+                .memoryPressure,
+                "memory-pressure",
+                ["VIGIL_SKIPPED": "\(skipped)"]
+            )
         case .stopping(let reason):
             log(.notice, "Stopping (\(reason))", .stopping, "stopping", ["VIGIL_REASON": "\(reason)"])
         case .stopped(let uptime):

@@ -94,7 +94,7 @@ public final class RuntimeStatusWriter: LifecycleObserver {
             case .stopping: state.status.state = "stopping"
             case .stopped: state.status.state = "stopped"
             case .startFailed: state.status.state = "failed"
-            case .userSignal, .listenerFailed, .fatalFault: return false
+            case .userSignal, .listenerFailed, .fatalFault, .memoryPressure: return false
             }
             // A reload's outcome can wait; a change of state (`systemctl start` returns on
             // READY=1, and `status` should then say "running") cannot.

@@ -7,6 +7,9 @@ extension SystemdNotifier: ServiceManagerNotifier {
     public func notify(_ messages: [NotifyMessage]) throws {
         for datagram in NotifyMessage.datagrams(messages) { try send(datagram) }
     }
+
+    /// `SystemdNotifier.barrier(timeout:)`: `BARRIER=1`, then a bounded wait for systemd.
+    public func synchronize(timeout: Duration) throws -> Bool { try barrier(timeout: timeout) }
 }
 
 /// A failed system call, a notification that could not be sent among them, gives systemd its

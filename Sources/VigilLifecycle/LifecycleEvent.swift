@@ -15,6 +15,7 @@ public struct LifecycleEvent: Hashable, Sendable, CustomStringConvertible {
         case userSignal(ProcessSignal)
         case terminate(TerminationReason)
         case healthProbe
+        case memoryPressure
     }
 
     let wrapped: Wrapped
@@ -32,9 +33,12 @@ public struct LifecycleEvent: Hashable, Sendable, CustomStringConvertible {
     public static func terminate(_ reason: TerminationReason) -> Self { Self(.terminate(reason)) }
     /// The watchdog's probe: a round trip through the mediator that proves it is not wedged.
     public static let healthProbe = Self(.healthProbe)
+    /// The service manager reports memory pressure (`$MEMORY_PRESSURE_WATCH`): release what can
+    /// be rebuilt (caches, idle buffers). At most one per ``ListenerGroup/Configuration/memoryPressureInterval``.
+    public static let memoryPressure = Self(.memoryPressure)
 
     /// A short lower-case name for logs and journal fields: `start`, `reload`, `user-signal`,
-    /// `terminate`, `health-probe`.
+    /// `terminate`, `health-probe`, `memory-pressure`.
     public var name: String {
         switch wrapped {
         case .start: "start"
@@ -42,12 +46,13 @@ public struct LifecycleEvent: Hashable, Sendable, CustomStringConvertible {
         case .userSignal: "user-signal"
         case .terminate: "terminate"
         case .healthProbe: "health-probe"
+        case .memoryPressure: "memory-pressure"
         }
     }
 
     public var description: String {
         switch wrapped {
-        case .start, .reload, .healthProbe: name
+        case .start, .reload, .healthProbe, .memoryPressure: name
         case .userSignal(let signal): "user-signal(\(signal))"
         case .terminate(let reason): "terminate(\(reason))"
         }

@@ -21,6 +21,7 @@ struct LifecycleMetrics: Sendable {
     enum Hook: String, CaseIterable, Sendable {
         case start, prepareReload = "prepare-reload", commitReload = "commit-reload"
         case abortReload = "abort-reload", userSignal = "user-signal", health, terminate
+        case memoryPressure = "memory-pressure"
     }
 
     let factory: any MetricsFactory

@@ -14,6 +14,9 @@ public enum LifecycleRecord: Sendable, Hashable {
     case reloadRejected(ReloadTransaction.Rejection, generation: Int, duration: Duration)
     /// A user signal was delivered to every listener.
     case userSignal(ProcessSignal)
+    /// A memory-pressure event was delivered to every listener; `skipped` reports were dropped
+    /// by the rate limit since the previous one of these records.
+    case memoryPressure(skipped: Int)
     /// Shutdown began.
     case stopping(TerminationReason)
     /// Every listener stopped (or was skipped by a second stop request).

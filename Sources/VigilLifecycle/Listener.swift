@@ -40,6 +40,12 @@ public protocol Listener: Sendable {
     /// treat this as "requested", never count it.
     func userSignal(_ signal: ProcessSignal, context: ListenerContext) async throws
 
+    /// The system or the service's cgroup is short of memory (systemd's `MemoryPressureWatch=`):
+    /// release what can be rebuilt — caches, pooled buffers, idle connections. Called at most
+    /// once per ``ListenerGroup/Configuration/memoryPressureInterval``, within the
+    /// ``ListenerBudgets/memoryPressure`` budget. Defaults to doing nothing.
+    func memoryPressure(context: ListenerContext) async throws
+
     /// The daemon is stopping. Listeners stop in reverse dependency order.
     func terminate(reason: TerminationReason, context: ListenerContext) async throws
 
@@ -58,6 +64,7 @@ extension Listener {
     public func commitReload(_ reload: ReloadTransaction, context: ListenerContext) async throws {}
     public func abortReload(_ reload: ReloadTransaction, context: ListenerContext) async {}
     public func userSignal(_ signal: ProcessSignal, context: ListenerContext) async throws {}
+    public func memoryPressure(context: ListenerContext) async throws {}
     public func terminate(reason: TerminationReason, context: ListenerContext) async throws {}
     public func checkHealth(context: ListenerContext) async throws {}
 }

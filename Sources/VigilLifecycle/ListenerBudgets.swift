@@ -14,6 +14,8 @@ public struct ListenerBudgets: Sendable, Hashable {
     public var terminate: Duration
     /// `checkHealth`, the watchdog's probe.
     public var health: Duration
+    /// `memoryPressure`.
+    public var memoryPressure: Duration
 
     /// Creates budgets; the defaults suit a unit with the default 90 s timeouts.
     public init(
@@ -21,12 +23,14 @@ public struct ListenerBudgets: Sendable, Hashable {
         reload: Duration = .seconds(10),
         userSignal: Duration = .seconds(10),
         terminate: Duration = .seconds(10),
-        health: Duration = .seconds(2)
+        health: Duration = .seconds(2),
+        memoryPressure: Duration = .seconds(5)
     ) {
         self.start = start
         self.reload = reload
         self.userSignal = userSignal
         self.terminate = terminate
         self.health = health
+        self.memoryPressure = memoryPressure
     }
 }

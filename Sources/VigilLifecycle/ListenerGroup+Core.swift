@@ -15,6 +15,8 @@ extension ListenerGroup {
             var reload = false
             /// User signals requested, each at most once while pending (standard signals coalesce).
             var userSignals: [ProcessSignal] = []
+            /// Memory pressure reported; any number of reports while one is pending collapse into it.
+            var memoryPressure = false
             /// Health probes waiting for an answer, by id.
             var probes: [Int: @Sendable (Bool) -> Void] = [:]
         }
@@ -107,7 +109,13 @@ extension ListenerGroup {
                     if !pending.userSignals.contains(signal) { pending.userSignals.append(signal) }
                     guarded.state = .active(pending)
                     return true
-                case (.terminate, .stopped), (.reload, _), (.userSignal, _), (.start, _), (.healthProbe, _):
+                case (.memoryPressure, .active(var pending)):
+                    guarded.state = .stopped
+                    pending.memoryPressure = true
+                    guarded.state = .active(pending)
+                    return true
+                case (.terminate, .stopped), (.reload, _), (.userSignal, _), (.start, _), (.healthProbe, _),
+                    (.memoryPressure, _):
                     // Start is the loop's first event, not a request; probes come with an answer.
                     return false
                 }
@@ -207,7 +215,7 @@ extension ListenerGroup {
         }
 
         /// The next event to handle: stopping first, then start, health probes, reloads, user
-        /// signals. Taking a stop moves the state to ``State/stopping(urgent:interruption:)``.
+        /// signals, memory pressure. Taking a stop moves the state to ``State/stopping(urgent:interruption:)``.
         func nextEvent() -> LifecycleEvent? {
             guarded.withLock { guarded -> LifecycleEvent? in
                 switch guarded.state {
@@ -233,6 +241,12 @@ extension ListenerGroup {
                         let signal = pending.userSignals.removeFirst()
                         guarded.state = .active(pending)
                         return .userSignal(signal)
+                    }
+                    if pending.memoryPressure {
+                        guarded.state = .stopped
+                        pending.memoryPressure = false
+                        guarded.state = .active(pending)
+                        return .memoryPressure
                     }
                     return nil
                 case .stopping, .stopped:

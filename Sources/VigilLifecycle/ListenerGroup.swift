@@ -61,6 +61,10 @@ public final class ListenerGroup: Service {
         /// would only ever be reported as a missed ping. ``ListenerGroup/healthBudgetsOverLimit``
         /// names the listeners it shortens.
         public var maximumHealthBudget: Duration?
+        /// The shortest time between two memory-pressure events: reports that come sooner (a
+        /// PSI trigger fires at most once per window, but a FIFO can be written to at any rate)
+        /// are dropped and counted in the next event's record. 1 s unless set.
+        public var memoryPressureInterval: Duration = .seconds(1)
 
         /// Creates a configuration with systemd's default signal map and default budgets.
         public init(
@@ -98,6 +102,8 @@ public final class ListenerGroup: Service {
     private let metrics: LifecycleMetrics
     private let discardedSignals: DiscardedSignalLog
     private let started = Mutex(false)
+    /// When the last memory-pressure event was let through, and how many were dropped since.
+    private let pressure = Mutex<(last: ContinuousClock.Instant?, skipped: Int)>((nil, 0))
     /// Each listener's budgets as enforced (its own or the defaults, health capped).
     private let effectiveBudgets: [String: ListenerBudgets]
     private let defaultBudgets: ListenerBudgets
@@ -178,6 +184,23 @@ public final class ListenerGroup: Service {
 
     /// Delivers a user-signal event, as `SIGUSR1` does.
     public func requestUserSignal(_ signal: ProcessSignal = .sigusr1) { core.request(.userSignal(signal)) }
+
+    /// Reports memory pressure: a ``LifecycleEvent/memoryPressure`` event for every listener,
+    /// unless one was let through less than ``Configuration/memoryPressureInterval`` ago (then
+    /// it is dropped and counted). Requests while one waits collapse into it. Any thread.
+    public func requestMemoryPressure() {
+        let now = ContinuousClock.now
+        let interval = configuration.memoryPressureInterval
+        let accepted = pressure.withLock { pressure -> Bool in
+            if let last = pressure.last, last.duration(to: now) < interval {
+                pressure.skipped += 1
+                return false
+            }
+            pressure.last = now
+            return true
+        }
+        if accepted { core.request(.memoryPressure) }
+    }
 
     /// Requests a stop, as `SIGTERM` does. A second request during shutdown skips the remaining
     /// budgets.
@@ -278,6 +301,7 @@ public final class ListenerGroup: Service {
                 case .healthProbe: await answerProbes()
                 case .reload: await reload()
                 case .userSignal(let signal): await deliver(signal)
+                case .memoryPressure: await relieveMemoryPressure()
                 }
             }
             if await doorbell.next() == nil, !core.terminationRequested {
@@ -522,6 +546,21 @@ public final class ListenerGroup: Service {
             return true
         }
         core.observe(.userSignal(signal))
+    }
+
+    private func relieveMemoryPressure() async {
+        let context = self.context
+        let skipped = pressure.withLock { pressure in
+            defer { pressure.skipped = 0 }
+            return pressure.skipped
+        }
+        await runHooks(.memoryPressure, of: listeners, budget: \.memoryPressure) { listener in
+            try await listener.memoryPressure(context: context)
+        } settle: { [self] listener, outcome in
+            report(outcome, listener: listener.name, event: "memory pressure", budget: "memory-pressure")
+            return true
+        }
+        core.observe(.memoryPressure(skipped: skipped))
     }
 
     private func answerProbes() async {

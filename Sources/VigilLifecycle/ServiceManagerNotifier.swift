@@ -8,6 +8,18 @@ public protocol ServiceManagerNotifier: Sendable {
     ///
     /// Not being under a service manager is not an error (send nothing); a failed send is.
     func notify(_ messages: [NotifyMessage]) throws
+
+    /// Waits, at most `timeout`, until the service manager has processed every notification sent
+    /// before (systemd: `BARRIER=1`), so that none is lost when the process exits.
+    ///
+    /// - Returns: `true` when the service manager confirmed or there is nothing to wait for;
+    ///   `false` when `timeout` passed first.
+    func synchronize(timeout: Duration) throws -> Bool
+}
+
+extension ServiceManagerNotifier {
+    /// Waits for nothing: a notifier whose sends arrive when they return needs no barrier.
+    public func synchronize(timeout: Duration) throws -> Bool { true }
 }
 
 /// A notifier for daemons that run without a service manager: it sends nothing.

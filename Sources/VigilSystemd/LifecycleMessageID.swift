@@ -28,6 +28,10 @@ public struct LifecycleMessageID: Hashable, Sendable, CustomStringConvertible {
     /// A listener declared a fatal fault, or the watchdog withheld a ping.
     public static let watchdogFault = Self("079016620c1947ea917c4086c8f486fc")
 
+    /// The service manager reported memory pressure; every listener was asked to release what
+    /// it can rebuild.
+    public static let memoryPressure = Self("0cd2cd838e6e46c182a0fd36b9b59a18")
+
     /// journald could not take some entries (its queue was full, or it was frozen): they were
     /// dropped so that logging never blocks the daemon; this entry says how many.
     public static let journalEntriesDropped = Self("3606d99ed4c147ff9017f354ff5a6bad")
@@ -38,7 +42,7 @@ public struct LifecycleMessageID: Hashable, Sendable, CustomStringConvertible {
         ("reload-rejected", .reloadRejected), ("user-signal", .userSignal), ("stopping", .stopping),
         ("stopped", .stopped), ("stop-failed", .stopFailed), ("unclean-shutdown", .uncleanShutdown),
         ("watchdog-fault", .watchdogFault),
-        ("journal-entries-dropped", .journalEntriesDropped),
+        ("journal-entries-dropped", .journalEntriesDropped), ("memory-pressure", .memoryPressure),
     ]
 
     public var description: String { rawValue }

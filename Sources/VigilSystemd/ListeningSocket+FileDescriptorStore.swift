@@ -24,10 +24,7 @@ extension ListeningSocket {
     ///   sending failed.
     @discardableResult
     public func storeInServiceManager(name: String) throws(ListeningSocketError) -> Bool {
-        let valid =
-            (1...255).contains(name.utf8.count)
-            && name.utf8.allSatisfy { (0x20...0x7e).contains($0) && $0 != UInt8(ascii: ":") }
-        guard valid else {
+        guard Self.isValidStoreName(name) else {
             throw ListeningSocketError(
                 .storeFailed,
                 "cannot store fd \(fileDescriptor) under FDNAME='\(name.prefix(80))': a name is 1 to 255 printable ASCII characters without ':'"
@@ -43,5 +40,14 @@ extension ListeningSocket {
                 cause: error
             )
         }
+    }
+}
+
+extension ListeningSocket {
+    /// Whether `name` can be an `FDNAME=`: 1 to 255 printable ASCII characters, no `:` (the
+    /// separator of `LISTEN_FDNAMES`).
+    static func isValidStoreName(_ name: String) -> Bool {
+        (1...255).contains(name.utf8.count)
+            && name.utf8.allSatisfy { (0x20...0x7e).contains($0) && $0 != UInt8(ascii: ":") }
     }
 }

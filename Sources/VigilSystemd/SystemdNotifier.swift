@@ -94,6 +94,75 @@ public struct SystemdNotifier: Sendable {
         return true
     }
 
+    /// Waits, at most `timeout`, until the service manager has processed every notification sent
+    /// before, as `sd_notify_barrier(3)` does: sends `BARRIER=1` with one end of a new socket pair
+    /// (`SCM_RIGHTS`), closes this process's copy of that end, and waits for the other end to
+    /// report hang-up, which happens when systemd has handled the datagram and closed what it
+    /// received. systemd handles notifications in order, and this notifier sends them in order
+    /// (datagrams that wait for a full queue included), so a confirmed barrier means every
+    /// earlier `STATUS=`, `STOPPING=1` and `FDSTORE=1` was seen.
+    ///
+    /// Call it before the process exits: datagrams that still wait on the notifier's helper
+    /// thread would be lost with the process, and systemd may not attribute a datagram to the
+    /// unit once it has reaped the sender.
+    ///
+    /// - Important: Blocks the calling thread for up to `timeout` (a frozen manager costs that
+    ///   much). Call it when nothing else needs the thread, e.g. after the daemon stopped.
+    /// - Returns: `true` when the service manager confirmed, or `NOTIFY_SOCKET` is unset (nothing
+    ///   to wait for); `false` when `timeout` passed without a confirmation.
+    /// - Throws: ``SystemError`` when the socket pair cannot be made or the send fails.
+    public func barrier(timeout: Duration) throws(SystemError) -> Bool {
+        guard getenv("NOTIFY_SOCKET") != nil else { return true }
+        var ends: [Int32] = [-1, -1]
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &ends) == 0 else {
+            let code = errno
+            throw SystemError(path: "for BARRIER=1", operation: "make a socket pair", errno: code)
+        }
+        defer { close(ends[0]) }
+        let sent: Bool
+        do {
+            sent = try send("BARRIER=1", passing: ends[1])
+        } catch {
+            close(ends[1])
+            throw error
+        }
+        close(ends[1])
+        guard sent else { return true }
+        return Self.awaitHangUp(ends[0], timeout: timeout)
+    }
+
+    /// Polls `descriptor` until it reports `POLLHUP`, at most `timeout`; `true` when it did.
+    private static func awaitHangUp(_ descriptor: Int32, timeout: Duration) -> Bool {
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: max(timeout, .zero))
+        while true {
+            let left = clock.now.duration(to: deadline)
+            let (seconds, attoseconds) = max(left, .zero).components
+            // Rounded up to whole milliseconds, so a wait never ends just short of the deadline.
+            let milliseconds = min(
+                seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000,
+                3_600_000
+            )
+            var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            let result = poll(&entry, 1, Int32(milliseconds))
+            if result < 0 {
+                if errno == EINTR { continue }
+                return false
+            }
+            if result > 0 {
+                if entry.revents & Int16(POLLHUP) != 0 { return true }
+                guard entry.revents & Int16(POLLIN) != 0 else { return false }  // POLLERR, POLLNVAL
+                // Bytes (nothing systemd sends) are read away; end of file is the hang-up.
+                var byte: UInt8 = 0
+                let count = read(descriptor, &byte, 1)
+                if count == 0 { return true }
+                if count < 0 && errno != EINTR { return false }
+                continue
+            }
+            if clock.now >= deadline { return false }
+        }
+    }
+
     /// Datagrams waiting for systemd to take them (tests).
     package static var backlog: Int { NotifyConnection.current.withLock { $0?.backlog ?? 0 } }
 

@@ -19,7 +19,8 @@ public final class FakeNotifySocket: Sendable {
         public var senderPID: Int32
         /// `CLOCK_MONOTONIC` at receipt, in µs.
         public var receivedAt: UInt64
-        /// The descriptors that came with it (`SCM_RIGHTS`), in order; the fake closes them.
+        /// The descriptors that came with it (`SCM_RIGHTS`), in order; the fake closes them once
+        /// the datagram is recorded (a `BARRIER=1`'s only if it ``init(answersBarriers:)``).
         public var passedDescriptors: [PassedDescriptor] = []
 
         /// What a passed descriptor referred to: compare with `fstat` of the sender's.
@@ -60,9 +61,34 @@ public final class FakeNotifySocket: Sendable {
     private let directory: String
     private let descriptor: Int32
     private let done = DispatchSemaphore(value: 0)
+    private let control: Control
+
+    /// The receiving thread's switches: paused or not, and the barrier descriptors it holds.
+    private final class Control: Sendable {
+        struct State {
+            var paused = false
+            var held: [Int32] = []
+        }
+        let answersBarriers: Bool
+        let state = Mutex(State())
+        let resumed = DispatchSemaphore(value: 0)
+
+        init(answersBarriers: Bool) { self.answersBarriers = answersBarriers }
+
+        /// Blocks the receiving thread while paused.
+        func waitWhilePaused() {
+            while state.withLock({ $0.paused }) { resumed.wait() }
+        }
+    }
 
     /// Binds a socket in a fresh temporary directory and starts receiving.
-    public init() throws {
+    ///
+    /// - Parameter answersBarriers: `false` keeps the descriptor of each `BARRIER=1` open until
+    ///   the fake is gone, as a frozen service manager would: the sender's barrier never hears
+    ///   the hang-up. `true` (the default) closes it at once, as systemd does once it has
+    ///   handled the datagram.
+    public init(answersBarriers: Bool = true) throws {
+        control = Control(answersBarriers: answersBarriers)
         var template = Array("/tmp/vigil-notify-XXXXXX".utf8CString)
         guard let created = mkdtemp(&template) else { throw SystemCallError("mkdtemp", errno) }
         directory = String(cString: created)
@@ -73,28 +99,57 @@ public final class FakeNotifySocket: Sendable {
         setsockopt(descriptor, SOL_SOCKET, SO_PASSCRED, &on, socklen_t(MemoryLayout<Int32>.size))
         let datagrams = self.datagrams
         let done = self.done
+        let control = self.control
         DetachedThread.run {
-            Self.receive(descriptor, into: datagrams)
+            Self.receive(descriptor, into: datagrams, control: control)
             done.signal()
         }
     }
 
+    /// Stops taking datagrams, as a frozen manager does: once the receiving thread has taken the
+    /// one it may be waiting for, the rest stay in the socket's queue (and the sender's queue
+    /// fills) until ``resume()``.
+    public func pause() { control.state.withLock { $0.paused = true } }
+
+    /// Takes datagrams again after ``pause()``.
+    public func resume() {
+        control.state.withLock { $0.paused = false }
+        control.resumed.signal()
+    }
+
     deinit {
+        resume()
         shutdown(descriptor, Int32(SHUT_RDWR))
         done.wait()
+        for held in control.state.withLock({ $0.held }) { close(held) }
         close(descriptor)
         unlink(path)
         rmdir(directory)
     }
 
-    private static func receive(_ descriptor: Int32, into datagrams: AsyncRecorder<Datagram>) {
+    private static func receive(_ descriptor: Int32, into datagrams: AsyncRecorder<Datagram>, control switches: Control)
+    {
         var buffer = [UInt8](repeating: 0, count: 65536)
         var control = [UInt8](repeating: 0, count: 256)
         while true {
-            let received = receiveDatagram(descriptor, into: &buffer, control: &control)
+            switches.waitWhilePaused()
+            // The passed descriptors are closed only once the datagram is recorded: a sender whose
+            // barrier was answered finds everything it sent in `datagrams`.
+            var taken: [Int32] = []
+            let received = receiveDatagram(descriptor, into: &buffer, control: &control) { passed in
+                taken.append(passed)
+                return true
+            }
             if received.count < 0 && errno == EINTR { continue }
             guard received.count > 0 else { return }
             let text = String(decoding: buffer[0..<received.count], as: UTF8.self)
+            defer {
+                if !switches.answersBarriers && text == "BARRIER=1" {
+                    switches.state.withLock { $0.held += taken }
+                } else {
+                    for passed in taken { close(passed) }
+                }
+            }
             datagrams.append(
                 Datagram(
                     text: text,
@@ -110,10 +165,14 @@ public final class FakeNotifySocket: Sendable {
     /// byte count (-1 with `errno` as `recvmsg` left it), the sender's pid (`SCM_CREDENTIALS`, 0
     /// without `SO_PASSCRED`) and what the descriptors passed with it (`SCM_RIGHTS`) referred to,
     /// which are closed. For tests that read a socket of their own the way this one does.
+    ///
+    /// `keep`, given a passed descriptor, returns `true` to take it over instead of having it
+    /// closed.
     package static func receiveDatagram(
         _ descriptor: Int32,
         into buffer: inout [UInt8],
-        control: inout [UInt8]
+        control: inout [UInt8],
+        keep: ((Int32) -> Bool)? = nil
     ) -> (count: Int, senderPID: Int32, passed: [Datagram.PassedDescriptor]) {
         let (count, sender, controlLength) = buffer.withUnsafeMutableBytes { data in
             control.withUnsafeMutableBytes { controlBytes -> (Int, Int32, Int) in
@@ -130,7 +189,9 @@ public final class FakeNotifySocket: Sendable {
             }
         }
         guard count > 0 else { return (count, 0, []) }
-        let passed = control.withUnsafeBytes { passedDescriptors($0, length: controlLength) }
+        let passed = control.withUnsafeBytes {
+            passedDescriptors($0, length: controlLength) { keep?($0) ?? false }
+        }
         return (count, sender, passed)
     }
 
@@ -178,10 +239,12 @@ public final class FakeNotifySocket: Sendable {
         return pid
     }
 
-    /// The identities of the descriptors passed with the last datagram; closes them.
+    /// The identities of the descriptors passed with the last datagram; closes those `keep` does
+    /// not take over.
     private static func passedDescriptors(
         _ control: UnsafeRawBufferPointer,
-        length: Int
+        length: Int,
+        keep: (Int32) -> Bool
     ) -> [Datagram.PassedDescriptor] {
         var passed: [Datagram.PassedDescriptor] = []
         controlMessages(control, length: length) { level, type, data in
@@ -189,7 +252,7 @@ public final class FakeNotifySocket: Sendable {
             for index in 0..<(data.count / 4) {
                 let descriptor = data.loadUnaligned(fromByteOffset: index * 4, as: Int32.self)
                 if let identity = Datagram.PassedDescriptor(of: descriptor) { passed.append(identity) }
-                close(descriptor)
+                if !keep(descriptor) { close(descriptor) }
             }
         }
         return passed

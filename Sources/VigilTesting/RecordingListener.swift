@@ -33,7 +33,7 @@ public final class RecordingListener: Listener {
     ///
     /// - Parameters:
     ///   - behaviors: per hook (`start`, `prepare`, `commit`, `abort`, `userSignal`,
-    ///     `terminate`, `health`); hooks not named succeed.
+    ///     `memoryPressure`, `terminate`, `health`); hooks not named succeed.
     ///   - decision: what `prepareReload` answers.
     public init(
         _ name: String,
@@ -98,6 +98,8 @@ public final class RecordingListener: Listener {
     public func userSignal(_ signal: ProcessSignal, context: ListenerContext) async throws {
         try await perform("userSignal")
     }
+
+    public func memoryPressure(context: ListenerContext) async throws { try await perform("memoryPressure") }
 
     public func terminate(reason: TerminationReason, context: ListenerContext) async throws {
         try await perform("terminate")

@@ -77,6 +77,9 @@ pivot_root . .oldroot
 cd /
 umount -l /.oldroot
 rmdir /.oldroot 2>/dev/null || true
+# Shared propagation, as on a booted host: systemd mounts a unit's credentials (LoadCredential=)
+# from a helper's namespace and moves them into place, which a private root never sees.
+mount --make-rshared /
 export container=vigil-e2e
 exec /lib/systemd/systemd --system --unit=vigil-e2e.target --log-target=journal-or-kmsg --log-level=info </dev/null
 STAGE2

@@ -196,6 +196,8 @@ in_sandbox systemctl stop vigild
 . "$here/units.sh"
 # shellcheck source=limits.sh
 . "$here/limits.sh"
+# shellcheck source=systemd-features.sh
+. "$here/systemd-features.sh"
 
 # --- systemd 254: the same unit, one reload per request, a rejected one fails ---
 # Type=notify-reload was tried and dropped (systemd/README.md): with ExecReload= emptied a rejected

@@ -16,6 +16,16 @@
 //   ping-drain       as drain, but sends WATCHDOG=1 every millisecond meanwhile (as a daemon's
 //                    watchdog does), which is what moves the queue when no sender thread can run;
 //                    also reports "dropped=D"
+//   barrier=MS       BARRIER=1 with a wait of at most MS ms; reports "barrier=confirmed ms=M" or
+//                    "barrier=timed-out ms=M" (M: how long it waited), or "error errno=N: DESCRIPTION"
+//   credential=NAME  reads the credential NAME (`Credentials.readString`); reports
+//                    "credential NAME=TEXT" or "error code=C: MESSAGE"
+//   snapshot-store=NAME:TEXT   stores TEXT as snapshot NAME (`StoredSnapshot.store`); reports
+//                    "stored=true|false" or "error code=C: MESSAGE"
+//   snapshot-restore=NAME      reports "restored NAME=TEXT", "restored NAME none" or "error code=C: MESSAGE"
+//   snapshot-bump=NAME         restores NAME as a number (none: 0), stores it plus one; reports
+//                    "snapshot NAME=N" (the number stored) or "error code=C: MESSAGE"
+//   wait             waits for a signal (SIGTERM ends the probe), to run as a service
 //   watchdog         reports "watchdog=none" or "watchdog interval=D ping=D" (`fromEnvironment`)
 //   env=NAME         reports "NAME=VALUE" or "NAME unset"
 // Each report is one datagram to the Unix socket named by VIGIL_PROBE_REPORT (a FakeNotifySocket
@@ -104,6 +114,50 @@ for action in CommandLine.arguments.dropFirst() {
         let left = SystemdNotifier.backlog
         report(left == 0 ? "drained" : "backlog=\(left) after 30 s")
         report("dropped=\(SystemdNotifier.dropped)")
+    case "barrier":
+        let start = clock.now
+        do {
+            let confirmed = try SystemdNotifier().barrier(timeout: .milliseconds(Int(argument) ?? 0))
+            let elapsed = clock.now - start
+            let milliseconds =
+                elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000
+            report("barrier=\(confirmed ? "confirmed" : "timed-out") ms=\(milliseconds)")
+        } catch {
+            report("error errno=\(error.errno): \(error)")
+        }
+    case "credential":
+        do throws(CredentialError) {
+            report("credential \(argument)=\(try Credentials.readString(argument))")
+        } catch {
+            report("error code=\(error.code): \(error)")
+        }
+    case "snapshot-store":
+        let parts = argument.split(separator: ":", maxSplits: 1).map(String.init)
+        do throws(StoredSnapshotError) {
+            report("stored=\(try StoredSnapshot.store(Array((parts.count > 1 ? parts[1] : "").utf8), name: parts[0]))")
+        } catch {
+            report("error code=\(error.code): \(error)")
+        }
+    case "snapshot-restore":
+        do throws(StoredSnapshotError) {
+            let bytes = try StoredSnapshot.restore(name: argument)
+            report("restored \(argument)" + (bytes.map { "=" + String(decoding: $0, as: UTF8.self) } ?? " none"))
+        } catch {
+            report("error code=\(error.code): \(error)")
+        }
+    case "snapshot-bump":
+        do throws(StoredSnapshotError) {
+            let previous = try StoredSnapshot.restore(name: argument).flatMap {
+                Int(String(decoding: $0, as: UTF8.self))
+            }
+            let next = (previous ?? 0) + 1
+            try StoredSnapshot.store(Array("\(next)".utf8), name: argument)
+            report("snapshot \(argument)=\(next)")
+        } catch {
+            report("error code=\(error.code): \(error)")
+        }
+    case "wait":
+        while true { pause() }
     case "watchdog":
         if let watchdog = Watchdog.fromEnvironment() {
             report("watchdog interval=\(watchdog.interval) ping=\(watchdog.pingInterval)")

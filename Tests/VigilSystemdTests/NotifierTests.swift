@@ -169,6 +169,55 @@ struct NotifyProbe {
         )
     }
 
+    /// `BARRIER=1` goes alone with one descriptor, after everything sent before it, and the
+    /// wait ends when the receiver closes that descriptor.
+    @Test func aBarrierIsConfirmedWhenTheManagerClosesItsDescriptor() async throws {
+        let fake = try FakeNotifySocket()
+        let probe = try NotifyProbe(
+            ["send=STOPPING=1", "send=STATUS=Stopped", "barrier=10000"],
+            environment: ["NOTIFY_SOCKET": fake.path]
+        )
+        let reports = try await probe.reports(3)
+        #expect(try await probe.process.waitForExit() == 0)
+        #expect(reports[2].hasPrefix("barrier=confirmed "), "\(reports)")
+        let datagrams = try await fake.datagrams.wait { $0.count == 3 }
+        #expect(datagrams.map(\.text) == ["STOPPING=1", "STATUS=Stopped", "BARRIER=1"])
+        #expect(datagrams[2].passedDescriptors.count == 1)
+    }
+
+    /// A manager that never closes the barrier's descriptor costs the bound, then `false`.
+    @Test func aBarrierNobodyAnswersEndsAtItsBound() async throws {
+        let fake = try FakeNotifySocket(answersBarriers: false)
+        let reports = try await NotifyProbe.run(["barrier=300"], environment: ["NOTIFY_SOCKET": fake.path])
+        let milliseconds = try #require(Int(reports[0].split(separator: "=").last ?? ""), "\(reports)")
+        #expect(reports[0].hasPrefix("barrier=timed-out "), "\(reports)")
+        #expect(milliseconds >= 300, "\(reports)")
+        #expect(try await fake.datagrams.wait { $0.count == 1 }.map(\.text) == ["BARRIER=1"])
+    }
+
+    /// Datagrams that wait on the notifier's helper thread (the manager took none for a while)
+    /// arrive before the process exits when it waits on a barrier; without one they would die
+    /// with it.
+    @Test func aBarrierWaitsForTheQueuedDatagrams() async throws {
+        let fake = try FakeNotifySocket()
+        fake.pause()
+        let probe = try NotifyProbe(["burst=60", "barrier=30000"], environment: ["NOTIFY_SOCKET": fake.path])
+        let burst = try await probe.reports(1)[0]
+        let backlog = try #require(Int(burst.split(separator: " ")[1].dropFirst("backlog=".count)), "\(burst)")
+        #expect(backlog > 0, "the manager's queue filled, so datagrams waited on the helper thread: \(burst)")
+        fake.resume()
+        let reports = try await probe.reports(2)
+        #expect(try await probe.process.waitForExit() == 0)
+        #expect(reports[1].hasPrefix("barrier=confirmed "), "\(reports)")
+        let datagrams = try await fake.datagrams.wait { $0.count == 61 }
+        #expect(datagrams.map(\.text) == (0..<60).map { "STATUS=\($0)" } + ["BARRIER=1"])
+    }
+
+    @Test func aBarrierWithoutNotifySocketWaitsForNothing() async throws {
+        let reports = try await NotifyProbe.run(["barrier=10000"])
+        #expect(reports[0].hasPrefix("barrier=confirmed "), "\(reports)")
+    }
+
     /// `vsock:` (systemd 254 and later, for a virtual machine reporting to its host) is refused
     /// with a reason instead of going through libsystemd.
     @Test func aVsockNotifySocketIsRefusedWithAReason() async throws {

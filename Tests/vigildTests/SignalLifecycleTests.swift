@@ -38,7 +38,8 @@ import VigilTesting
         daemon.send(SIGTERM)
         #expect(try await daemon.waitForExit() == 0)
         // The datagrams were queued before the exit; the socket's reader may still be taking them.
-        let all = try await socket.datagrams.wait("STOPPING=1") { $0.contains { $0.lines.contains("STOPPING=1") } }
+        // The daemon waited for the fake to confirm BARRIER=1, which it does once it recorded it.
+        let all = socket.datagrams.values
         #expect(all.map(\.senderPID).allSatisfy { $0 == daemon.pid })
         #expect(
             all.map(\.text).map { $0.hasPrefix("RELOADING=1\nMONOTONIC_USEC=") ? "RELOADING" : $0 } == [
@@ -47,6 +48,7 @@ import VigilTesting
                 "STATUS=Running (generation 2); reload applied\nREADY=1",
                 "STATUS=Running (generation 2); 0 heartbeats",
                 "STOPPING=1\nSTATUS=Stopping (SIGTERM)…",
+                "BARRIER=1",
             ]
         )
     }
@@ -56,8 +58,24 @@ import VigilTesting
         let (daemon, _) = try await VigildBinary.start(socket: socket)
         daemon.send(SIGINT)
         #expect(try await daemon.waitForExit() == 0)
-        let all = try await socket.datagrams.wait("STOPPING=1") { $0.contains { $0.lines.contains("STOPPING=1") } }
-        #expect(all.last?.text == "STOPPING=1\nSTATUS=Stopping (SIGINT)…")
+        #expect(
+            socket.datagrams.values.suffix(2).map(\.text) == ["STOPPING=1\nSTATUS=Stopping (SIGINT)…", "BARRIER=1"]
+        )
+    }
+
+    /// A manager that never confirms the exit's `BARRIER=1` delays the exit by the bound (1 s),
+    /// not more, and the daemon says so.
+    @Test func anUnansweredBarrierAtExitCostsOneSecond() async throws {
+        let socket = try FakeNotifySocket(answersBarriers: false)
+        let (daemon, directory) = try await VigildBinary.start(socket: socket)
+        daemon.send(SIGTERM)
+        try await socket.datagrams.wait("BARRIER=1") { $0.contains { $0.text == "BARRIER=1" } }
+        let sent = ContinuousClock.now
+        #expect(try await daemon.waitForExit() == 0)
+        let waited = ContinuousClock.now - sent
+        #expect(waited >= .milliseconds(900) && waited < .seconds(10), "exit \(waited) after BARRIER=1")
+        let output = try String(contentsOfFile: directory + "/output.log")
+        #expect(output.contains("did not confirm the last notifications within 1.0 seconds (BARRIER=1)"), "\(output)")
     }
 
     @Test func aBurstOfTenThousandHangupsNeverOverlapsAndStillStopsCleanly() async throws {
@@ -69,17 +87,18 @@ import VigilTesting
         try await socket.datagrams.wait("RELOADING=1") { $0.contains { $0.lines.contains("RELOADING=1") } }
         daemon.send(SIGTERM)
         #expect(try await daemon.waitForExit() == 0)
-        let all = try await socket.datagrams.wait("STOPPING=1") { $0.contains { $0.lines.contains("STOPPING=1") } }
+        let all = socket.datagrams.values
         let kinds = all.map { datagram -> String in
             if datagram.lines.contains("RELOADING=1") { return "R" }
             if datagram.lines.contains("READY=1") { return "Y" }
             if datagram.lines.contains("STOPPING=1") { return "S" }
+            if datagram.text == "BARRIER=1" { return "B" }
             return "?"
         }
         #expect(kinds.first == "Y")
-        #expect(kinds.last == "S")
+        #expect(kinds.suffix(2) == ["S", "B"])
         // Between the first READY and STOPPING: strictly RELOADING, READY, RELOADING, READY, …
-        let reloads = kinds.dropFirst().dropLast()
+        let reloads = kinds.dropFirst().dropLast(2)
         #expect(reloads.count % 2 == 0)
         #expect(reloads.enumerated().allSatisfy { $0.element == ($0.offset % 2 == 0 ? "R" : "Y") }, "\(kinds)")
         #expect(reloads.count >= 2, "at least one reload happened")
@@ -95,11 +114,14 @@ import VigilTesting
             outputPath: directory + "/output.log"
         )
         #expect(try await daemon.waitForExit() == 1)
-        let all = try await socket.datagrams.wait("the failure status") {
-            $0.contains { $0.text.hasPrefix("STATUS=Failed to start") }
-        }
+        // The failed start, too, ends on a barrier the fake confirmed once it recorded everything.
+        let all = socket.datagrams.values
         #expect(!all.contains { $0.lines.contains("READY=1") })
-        #expect(all.last?.text == "STATUS=Failed to start: failpoints failpoint start-fail is set (VIGIL_FAILPOINTS)")
+        #expect(
+            all.suffix(2).map(\.text) == [
+                "STATUS=Failed to start: failpoints failpoint start-fail is set (VIGIL_FAILPOINTS)", "BARRIER=1",
+            ]
+        )
         let output = try String(contentsOfFile: directory + "/output.log")
         #expect(output.contains("<2>Start-up failed in failpoints: failpoint start-fail is set (VIGIL_FAILPOINTS)"))
     }

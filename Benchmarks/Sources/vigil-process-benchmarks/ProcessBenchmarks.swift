@@ -1,4 +1,5 @@
 import BenchmarkSupport
+import Synchronization
 import VigilTesting
 
 #if canImport(Glibc)
@@ -57,6 +58,44 @@ final class NotifySocket {
         }
     }
 
+    /// Runs `body` (a stop: SIGTERM, then `waitpid`) while a thread reads and discards what the
+    /// daemon sends, as systemd does while a unit stops: a daemon that waits for its exit's
+    /// `BARRIER=1` to be confirmed (vigild) hears the hang-up when the datagram is read (`recv`
+    /// without room for control messages closes the descriptor it carries). The thread sleeps in
+    /// `poll` between datagrams, looking at its stop flag every 10 ms.
+    func draining<Result>(_ body: () throws -> Result) throws -> Result {
+        let drain = NotifyDrain(fd: fd)
+        let context = Unmanaged.passRetained(drain).toOpaque()
+        var thread = pthread_t()
+        let created = pthread_create(
+            &thread,
+            nil,
+            { context in
+                let drain = Unmanaged<NotifyDrain>.fromOpaque(context!).takeRetainedValue()
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                while !drain.done.load(ordering: .acquiring) {
+                    var entry = pollfd(fd: drain.fd, events: Int16(POLLIN), revents: 0)
+                    if poll(&entry, 1, 10) > 0 {
+                        _ = buffer.withUnsafeMutableBytes {
+                            recv(drain.fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT))
+                        }
+                    }
+                }
+                return nil
+            },
+            context
+        )
+        guard created == 0 else {
+            Unmanaged<NotifyDrain>.fromOpaque(context).release()
+            throw BenchmarkError("pthread_create failed: \(created)")
+        }
+        defer {
+            drain.done.store(true, ordering: .releasing)
+            pthread_join(thread, nil)
+        }
+        return try body()
+    }
+
     /// Counts datagrams holding `line` until `untilNanoseconds` (monotonic).
     func count(_ line: String, untilNanoseconds deadline: UInt64) -> Int {
         var seen = 0
@@ -70,6 +109,13 @@ final class NotifySocket {
             }
         }
     }
+}
+
+/// The socket and stop flag of ``NotifySocket/draining(_:)``'s thread.
+private final class NotifyDrain: Sendable {
+    let fd: Int32
+    let done = Atomic<Bool>(false)
+    init(fd: Int32) { self.fd = fd }
 }
 
 /// What one start–reload–stop cycle of a daemon measured.
@@ -212,11 +258,13 @@ struct ProcessBenchmarks {
             editedReloads.append(try socket.await("READY=1", from: daemon.name) - sent)
         }
         try rewriteConfiguration(configurationVersions[0])
-        let stopSent = Monotonic.now()
-        kill(pid, SIGTERM)
         var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        let stopped = Monotonic.now()
+        let (stopSent, stopped) = try socket.draining { () -> (UInt64, UInt64) in
+            let sent = Monotonic.now()
+            kill(pid, SIGTERM)
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            return (sent, Monotonic.now())
+        }
         exited = true
         guard status == 0 else {
             throw BenchmarkError("\(daemon.name) exited with wait status \(status); see \(workDirectory)/\(tag).log")
@@ -241,9 +289,11 @@ struct ProcessBenchmarks {
         let socket = try NotifySocket(path: "\(workDirectory)/\(tag).notify")
         let pid = try spawn(daemon, tag: tag, socket: socket, watchdogMicroseconds: watchdogMicroseconds)
         defer {
-            kill(pid, SIGTERM)
-            var status: Int32 = 0
-            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            _ = try? socket.draining {
+                kill(pid, SIGTERM)
+                var status: Int32 = 0
+                while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            }
         }
         _ = try socket.await("READY=1", from: daemon.name)
         // Let start-up settle (threads that finish their first work go to sleep).

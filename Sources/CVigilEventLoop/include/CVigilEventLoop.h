@@ -74,5 +74,18 @@ bool cvigil_loop_cancel_timer(uint64_t id);
 /// been cancelled. Any thread.
 size_t cvigil_loop_pending_timers(void);
 
+/// A descriptor callback: runs on the loop thread each time epoll reports the descriptor with
+/// the events asked for (`revents` holds what it reported, EPOLLERR and EPOLLHUP included).
+typedef void (*cvigil_descriptor_callback)(int descriptor, uint32_t revents, void *context);
+
+/// Watches `descriptor` (level-triggered) for `events` (EPOLLIN, EPOLLPRI, …) on the loop's
+/// epoll and calls `callback` on the loop thread for each report. One watch per descriptor; the
+/// caller keeps the descriptor open until `cvigil_loop_unwatch_descriptor`. Any thread. Returns 0
+/// or an errno (EEXIST when it is watched already, ENOSPC past 64 watches).
+int cvigil_loop_watch_descriptor(int descriptor, uint32_t events, cvigil_descriptor_callback callback, void *context);
+
+/// Stops watching `descriptor`; its callback is not called once this returns on the loop thread
+/// (from another thread, one call already under way may still finish). Any thread.
+void cvigil_loop_unwatch_descriptor(int descriptor);
 
 #endif

@@ -1,0 +1,18 @@
+// See include/CVigilMemoryFile.h.
+#define _GNU_SOURCE
+#include "CVigilMemoryFile.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifndef MFD_CLOEXEC
+#define MFD_CLOEXEC 0x0001U
+#endif
+#ifndef MFD_ALLOW_SEALING
+#define MFD_ALLOW_SEALING 0x0002U
+#endif
+
+int cvigil_memfd_create_sealable(const char *name) {
+    // The raw system call: musl and older glibc lack the wrapper, and the kernel's is the same.
+    return (int)syscall(SYS_memfd_create, name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+}

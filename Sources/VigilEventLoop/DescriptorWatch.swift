@@ -1,0 +1,154 @@
+import CVigilEventLoop
+import Synchronization
+import VigilPlatform
+
+/// Calls a handler each time a descriptor is ready (readable, or has priority data as a PSI
+/// trigger reports it), until cancelled: on the event loop's epoll, on the loop's thread, when
+/// ``EventLoopExecutor`` runs the process (no thread, no wake-up while nothing happens); else on
+/// a thread of its own that waits in `poll`.
+///
+/// Readiness is level-triggered: the handler must consume what made the descriptor ready (read
+/// a FIFO's bytes), or stop the watch, or it is called again at once.
+package final class DescriptorWatch: Sendable {
+    /// What to wait for.
+    package struct Events: Sendable, Hashable {
+        let bits: UInt32
+        /// Bytes to read (`POLLIN`): a FIFO, a socket.
+        package static let readable = Events(bits: 0x001)
+        /// Priority data (`POLLPRI`): a PSI trigger fired.
+        package static let priority = Events(bits: 0x002)
+    }
+
+    /// What the kernel reported (`POLLIN` 0x1, `POLLPRI` 0x2, `POLLERR` 0x8, `POLLHUP` 0x10: the
+    /// same bits for `poll` and `epoll`).
+    package struct Report: Sendable, Hashable {
+        package let bits: UInt32
+        /// The peer hung up or the descriptor failed: nothing more will come.
+        package var isEnd: Bool { bits & (0x008 | 0x010) != 0 }
+    }
+
+    /// Setting up the watch failed with this errno.
+    package struct Failure: Error, Sendable {
+        package let errno: Int32
+    }
+
+    private final class Box: Sendable {
+        let handler: @Sendable (Report) -> Void
+        init(_ handler: @escaping @Sendable (Report) -> Void) { self.handler = handler }
+    }
+
+    private enum Path {
+        case loop
+        /// The thread's id and the socket pair end whose closing wakes it.
+        case thread(pthread_t, wake: Int32)
+    }
+
+    private let descriptor: Int32
+    private let box: Box
+    private let path: Mutex<Path?>
+
+    /// Starts watching `descriptor` (which the caller keeps open until ``cancel()``) for
+    /// `events`; `handler` hears each report.
+    package init(
+        descriptor: Int32,
+        events: Events,
+        handler: @escaping @Sendable (Report) -> Void
+    ) throws(Failure) {
+        self.descriptor = descriptor
+        let box = Box(handler)
+        self.box = box
+        if EventLoopExecutor.isInstalled {
+            let failed = cvigil_loop_watch_descriptor(
+                descriptor,
+                events.bits,
+                { _, revents, context in
+                    guard let context else { return }
+                    Unmanaged<Box>.fromOpaque(context).takeUnretainedValue().handler(Report(bits: revents))
+                },
+                Unmanaged.passUnretained(box).toOpaque()
+            )
+            guard failed == 0 else { throw Failure(errno: failed) }
+            path = Mutex(.loop)
+            return
+        }
+        var ends: [Int32] = [-1, -1]
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &ends) == 0 else {
+            throw Failure(errno: errno)
+        }
+        let context = Unmanaged.passRetained(
+            ThreadContext(descriptor: descriptor, events: Int16(events.bits), wake: ends[0], box: box)
+        ).toOpaque()
+        var thread = pthread_t()
+        let created = pthread_create(
+            &thread,
+            nil,
+            { context in
+                Unmanaged<ThreadContext>.fromOpaque(context!).takeRetainedValue().run()
+                return nil
+            },
+            context
+        )
+        guard created == 0 else {
+            Unmanaged<ThreadContext>.fromOpaque(context).release()
+            close(ends[0])
+            close(ends[1])
+            throw Failure(errno: created)
+        }
+        path = Mutex(.thread(thread, wake: ends[1]))
+    }
+
+    /// The thread's part: `poll` on the descriptor and the wake-up end until the latter hangs up.
+    private final class ThreadContext: @unchecked Sendable {
+        let descriptor: Int32
+        let events: Int16
+        let wake: Int32
+        let box: Box
+
+        init(descriptor: Int32, events: Int16, wake: Int32, box: Box) {
+            self.descriptor = descriptor
+            self.events = events
+            self.wake = wake
+            self.box = box
+        }
+
+        func run() {
+            defer { close(wake) }
+            var entries = [
+                pollfd(fd: descriptor, events: events, revents: 0),
+                pollfd(fd: wake, events: Int16(POLLIN), revents: 0),
+            ]
+            while true {
+                entries[0].revents = 0
+                entries[1].revents = 0
+                let ready = poll(&entries, 2, -1)
+                if ready < 0 {
+                    if errno == EINTR { continue }
+                    return
+                }
+                if entries[1].revents != 0 { return }
+                if entries[0].revents != 0 {
+                    box.handler(Report(bits: UInt32(UInt16(bitPattern: entries[0].revents))))
+                }
+            }
+        }
+    }
+
+    /// Stops the watch; the handler is not called once this returns (when called from the
+    /// handler itself, once the handler returns). Idempotent.
+    package func cancel() {
+        guard let taken = path.withLock({ $0.take() }) else { return }
+        switch taken {
+        case .loop:
+            cvigil_loop_unwatch_descriptor(descriptor)
+        case .thread(let thread, let wake):
+            close(wake)
+            if pthread_equal(thread, pthread_self()) == 0 {
+                pthread_join(thread, nil)
+            } else {
+                pthread_detach(thread)
+            }
+        }
+    }
+
+    deinit { cancel() }
+}

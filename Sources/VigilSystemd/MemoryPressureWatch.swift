@@ -1,0 +1,246 @@
+import Synchronization
+import VigilEventLoop
+import VigilPOSIX
+import VigilPlatform
+
+/// Watches for memory pressure the way systemd hands it to a service (`MemoryPressureWatch=`,
+/// systemd 254 and later; `docs/PRESSURE.md`): `$MEMORY_PRESSURE_WATCH` names what to watch and
+/// `$MEMORY_PRESSURE_WRITE` (Base64) what to write to it first.
+///
+/// - A regular file is a PSI file (the cgroup's `memory.pressure`, `/proc/pressure/memory`):
+///   opened for writing, the trigger written (`some 200000 2000000`: 200 ms stalled in 2 s), then
+///   watched for `POLLPRI`. It is never read.
+/// - A FIFO is opened (read-write, so that it never reports a hang-up) and watched for `POLLIN`;
+///   what arrives is read and discarded.
+/// - An `AF_UNIX` stream socket is connected to and watched for `POLLIN`, what arrives
+///   discarded; when the peer closes, the watch ends.
+/// - `/dev/null` means off.
+///
+/// Each event calls the handler, on the event loop's thread under ``EventLoopExecutor`` (else
+/// on a thread of the watch's own); ``Daemon`` turns it into a memory-pressure lifecycle event.
+/// Nothing here blocks: the open is non-blocking, the socket's connect too.
+public final class MemoryPressureWatch: Sendable {
+    /// What `$MEMORY_PRESSURE_WATCH` named.
+    public enum Kind: String, Sendable, Hashable {
+        /// A PSI file: `POLLPRI` after the trigger was written.
+        case pressureFile = "PSI file"
+        /// A FIFO: `POLLIN`, bytes discarded.
+        case fifo = "FIFO"
+        /// An `AF_UNIX` stream socket: `POLLIN`, bytes discarded.
+        case socket = "socket"
+    }
+
+    /// The path watched.
+    public let path: String
+    /// What it is.
+    public let kind: Kind
+    /// The bytes written after opening it (the PSI trigger), decoded from `$MEMORY_PRESSURE_WRITE`.
+    public let written: [UInt8]
+    private let descriptor: Int32
+    private let watch: Mutex<DescriptorWatch?>
+
+    /// The watch `$MEMORY_PRESSURE_WATCH` asks for; `nil` when it is unset, empty or
+    /// `/dev/null` (off).
+    ///
+    /// - Important: Reads the process's environment.
+    /// - Throws: ``SystemError`` when the path cannot be watched (missing, not a regular file,
+    ///   FIFO or socket, the trigger refused by the kernel) or `$MEMORY_PRESSURE_WRITE` is not
+    ///   Base64.
+    public static func fromEnvironment(
+        handler: @escaping @Sendable () -> Void
+    ) throws(SystemError) -> MemoryPressureWatch? {
+        let environment = { (name: String) in getenv(name).map { String(cString: $0) } }
+        return try Self(
+            watch: environment("MEMORY_PRESSURE_WATCH"),
+            write: environment("MEMORY_PRESSURE_WRITE"),
+            handler: handler
+        )
+    }
+
+    /// The watch for `watch` and `write` as `$MEMORY_PRESSURE_WATCH` and `$MEMORY_PRESSURE_WRITE`
+    /// would give them; `nil` when `watch` is `nil`, empty or `/dev/null`.
+    package convenience init?(
+        watch: String?,
+        write: String?,
+        handler: @escaping @Sendable () -> Void
+    ) throws(SystemError) {
+        guard let watch, !watch.isEmpty, watch != "/dev/null" else { return nil }
+        try self.init(path: watch, write: write, handler: handler)
+    }
+
+    private init(path: String, write: String?, handler: @escaping @Sendable () -> Void) throws(SystemError) {
+        let shown = "MEMORY_PRESSURE_WATCH=\(StderrLogHandler.escaped(String(path.prefix(200))))"
+        guard path.hasPrefix("/") else {
+            throw SystemError(path: shown, operation: "watch", errno: EINVAL, detail: "it is not an absolute path")
+        }
+        var bytes: [UInt8] = []
+        if let write, !write.isEmpty {
+            guard let decoded = Base64.decode(write) else {
+                throw SystemError(
+                    path: "MEMORY_PRESSURE_WRITE='\(StderrLogHandler.escaped(String(write.prefix(80))))'",
+                    operation: "decode",
+                    errno: EINVAL,
+                    detail: "it is not Base64"
+                )
+            }
+            bytes = decoded
+        }
+        var info = stat()
+        guard stat(path, &info) == 0 else { throw SystemError(path: shown, operation: "watch", errno: errno) }
+        let kind: Kind
+        let descriptor: Int32
+        switch info.st_mode & S_IFMT {
+        case S_IFREG:
+            kind = .pressureFile
+            descriptor = open(path, (bytes.isEmpty ? O_RDONLY : O_RDWR) | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
+        case S_IFIFO:
+            kind = .fifo
+            // Read-write: a FIFO opened only for reading reports a hang-up, for ever, once its
+            // last writer closed; as a writer ourselves it never does.
+            descriptor = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC)
+        case S_IFSOCK:
+            kind = .socket
+            descriptor = Self.connectStream(path)
+        case let other:
+            throw SystemError(
+                path: shown,
+                operation: "watch",
+                errno: EINVAL,
+                detail: "it is \(FileSystem.describeKind(other)), not a PSI file, FIFO or socket"
+            )
+        }
+        guard descriptor >= 0 else { throw SystemError(path: shown, operation: "open", errno: errno) }
+        var opened = stat()
+        if fstat(descriptor, &opened) != 0 || opened.st_mode & S_IFMT != info.st_mode & S_IFMT {
+            close(descriptor)
+            throw SystemError(path: shown, operation: "watch", errno: EAGAIN, detail: "it was replaced while opened")
+        }
+        if !bytes.isEmpty, let failed = FileSystem.writeAll(bytes, to: descriptor) {
+            close(descriptor)
+            throw SystemError(
+                path: shown,
+                operation: "write the trigger from MEMORY_PRESSURE_WRITE to",
+                errno: failed,
+                detail: failed == EINVAL
+                    ? "the kernel refused the trigger (\(StderrLogHandler.escaped(Self.text(bytes))))" : nil
+            )
+        }
+        self.path = path
+        self.kind = kind
+        self.written = bytes
+        self.descriptor = descriptor
+        self.watch = Mutex(nil)
+        let watching = Mutex<DescriptorWatch?>(nil)
+        do {
+            let created = try DescriptorWatch(
+                descriptor: descriptor,
+                events: kind == .pressureFile ? .priority : .readable
+            ) { [kind] report in
+                var ended = report.isEnd
+                if kind != .pressureFile {
+                    // Bytes are only a doorbell: read them all away. End of file ends a socket.
+                    var buffer = [UInt8](repeating: 0, count: 512)
+                    while true {
+                        let count = read(descriptor, &buffer, buffer.count)
+                        if count > 0 { continue }
+                        if count < 0 && errno == EINTR { continue }
+                        if count == 0 || (count < 0 && errno != EAGAIN) { ended = true }
+                        break
+                    }
+                }
+                if ended {
+                    // A closed socket, a removed cgroup: nothing more will come, and a
+                    // level-triggered watch would report the end for ever.
+                    watching.withLock { $0.take() }?.cancel()
+                    return
+                }
+                handler()
+            }
+            watching.withLock { $0 = created }
+            self.watch.withLock { $0 = created }
+        } catch {
+            close(descriptor)
+            throw SystemError(path: shown, operation: "watch", errno: error.errno)
+        }
+    }
+
+    /// Stops watching and closes the descriptor. Idempotent.
+    public func cancel() {
+        guard let watch = watch.withLock({ $0.take() }) else { return }
+        watch.cancel()
+        close(descriptor)
+    }
+
+    deinit { cancel() }
+
+    /// `some 200000 2000000`, for messages: a trigger up to its first NUL.
+    public static func text(_ bytes: [UInt8]) -> String {
+        String(decoding: bytes.prefix { $0 != 0 }.prefix(80), as: UTF8.self)
+    }
+
+    /// A non-blocking `AF_UNIX` stream socket connected to `path`; -1 with `errno` on failure.
+    private static func connectStream(_ path: String) -> Int32 {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
+            errno = ENAMETOOLONG
+            return -1
+        }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (index, byte) in bytes.enumerated() { raw[index] = byte }
+        }
+        let descriptor = socket(
+            AF_UNIX,
+            Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue),
+            0
+        )
+        guard descriptor >= 0 else { return -1 }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard connected == 0 else {
+            let code = errno
+            close(descriptor)
+            errno = code
+            return -1
+        }
+        return descriptor
+    }
+}
+
+/// Base64 (RFC 4648, with padding or without), as systemd encodes `$MEMORY_PRESSURE_WRITE`.
+enum Base64 {
+    static func decode(_ text: String) -> [UInt8]? {
+        var output: [UInt8] = []
+        var accumulator: UInt32 = 0
+        var bits = 0
+        var padding = 0
+        for byte in text.utf8 {
+            let value: UInt8
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"): value = byte - UInt8(ascii: "A")
+            case UInt8(ascii: "a")...UInt8(ascii: "z"): value = byte - UInt8(ascii: "a") + 26
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): value = byte - UInt8(ascii: "0") + 52
+            case UInt8(ascii: "+"): value = 62
+            case UInt8(ascii: "/"): value = 63
+            case UInt8(ascii: "="):
+                padding += 1
+                continue
+            default: return nil
+            }
+            guard padding == 0 else { return nil }  // data after padding
+            accumulator = accumulator << 6 | UInt32(value)
+            bits += 6
+            if bits >= 8 {
+                bits -= 8
+                output.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
+            }
+        }
+        // Leftover bits must be fewer than a byte and zero; padding at most two.
+        guard padding <= 2, bits < 6, accumulator & ((1 << UInt32(bits)) - 1) == 0 else { return nil }
+        return output
+    }
+}

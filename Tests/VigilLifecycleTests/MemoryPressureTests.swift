@@ -1,0 +1,99 @@
+import Logging
+import Testing
+import VigilLifecycle
+import VigilTesting
+
+/// Memory pressure as a lifecycle event: every listener hears it, in start order, within its
+/// budget; reports closer together than the interval are dropped and counted.
+@Suite struct MemoryPressureTests {
+    /// A group with no signals of its own, running in a child task until `body` returns.
+    static func withGroup(
+        _ listeners: [any Listener],
+        interval: Duration,
+        _ body: (ListenerGroup, RecordingObserver) async throws -> Void
+    ) async throws {
+        let observer = RecordingObserver()
+        let notifier = RecordingNotifier()
+        var configuration = ListenerGroup.Configuration(
+            logger: Logger(label: "test"),
+            notifier: notifier,
+            signals: SignalMap(),
+            observers: [observer]
+        )
+        configuration.memoryPressureInterval = interval
+        let group = try ListenerGroup(listeners: listeners, configuration: configuration)
+        let running = Task { try await group.run() }
+        try await notifier.waitForReady()
+        try await body(group, observer)
+        group.requestTermination(.requested("test"))
+        try await running.value
+    }
+
+    @Test func everyListenerHearsItInStartOrderAndAFailureIsIsolated() async throws {
+        let log = AsyncRecorder<String>()
+        let listeners = [
+            RecordingListener("cache", dependencies: ["store"], log: log),
+            RecordingListener("store", log: log, behaviors: ["memoryPressure": .fail("busy")]),
+        ]
+        try await Self.withGroup(listeners, interval: .seconds(1)) { group, observer in
+            group.requestMemoryPressure()
+            try await observer.records.wait { $0.contains(.memoryPressure(skipped: 0)) }
+            #expect(
+                observer.records.values.contains(
+                    .listenerFailed(listener: "store", event: "memory pressure", reason: "busy")
+                ),
+                "\(observer.records.values)"
+            )
+        }
+        #expect(
+            log.values.filter { $0.hasSuffix(".memoryPressure") } == ["store.memoryPressure", "cache.memoryPressure"]
+        )
+    }
+
+    /// A burst within one interval is one event; the reports dropped are counted in the records
+    /// (each counts those dropped since the one before), and the next event comes only once the
+    /// interval has passed.
+    @Test func aBurstIsRateLimitedAndCounted() async throws {
+        let log = AsyncRecorder<String>()
+        try await Self.withGroup([RecordingListener("cache", log: log)], interval: .milliseconds(300)) {
+            group,
+            observer in
+            let events: @Sendable () -> [Int] = {
+                observer.records.values.compactMap { record -> Int? in
+                    if case .memoryPressure(let skipped) = record { return skipped }
+                    return nil
+                }
+            }
+            let began = ContinuousClock.now
+            for _ in 0..<100 { group.requestMemoryPressure() }
+            let burstTook = began.duration(to: .now)
+            try await observer.records.wait { $0.contains { if case .memoryPressure = $0 { true } else { false } } }
+            // Keep reporting until a second event is let through: after the interval, not before.
+            while events().count < 2 {
+                group.requestMemoryPressure()
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            let second = began.duration(to: .now)
+            #expect(second >= .milliseconds(300), "the second event came \(second) after the first report")
+            if burstTook < .milliseconds(300) {
+                #expect(events().count == 2, "one event for the burst, one after the interval: \(events())")
+                #expect(events()[0] + events()[1] >= 99, "the burst's 99 dropped reports are counted: \(events())")
+            }
+        }
+        #expect(log.values.filter { $0 == "cache.memoryPressure" }.count == 2)
+    }
+
+    @Test func aStoppingGroupIgnoresIt() async throws {
+        let log = AsyncRecorder<String>()
+        let gate = Gate()
+        let listener = RecordingListener("slow", log: log, behaviors: ["terminate": .wait(gate)])
+        try await Self.withGroup([listener], interval: .zero) { group, observer in
+            group.requestTermination(.requested("test"))
+            try await log.wait { $0.contains("slow.terminate") }
+            group.requestMemoryPressure()
+            gate.open()
+            try await observer.records.wait { $0.contains { if case .stopped = $0 { true } else { false } } }
+        }
+        #expect(!log.values.contains("slow.memoryPressure"))
+    }
+}
