@@ -239,10 +239,12 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
     /// The fewest descriptors `run` works with: stdin, stdout and stderr, the event loop's
     /// (``EventLoopExecutor``), the runtime directory, the one file being read or written at a
     /// time, the instance locks of the runtime and state directories, and the notify and journal
-    /// sockets when systemd gives them (13 under the unit).
+    /// sockets when systemd gives them, and `BARRIER=1`'s socket pair at exit (14 under the unit).
     package static func descriptorsNeeded(environment: CommandEnvironment) -> Int {
         3 + EventLoopExecutor.loopDescriptors + 2 + instanceLocks
-            + (environment.variable("NOTIFY_SOCKET") == nil ? 0 : 1)
+            // The notify socket, and at exit one more for BARRIER=1's socket pair (the other
+            // end takes the slot of the file written last, closed by then).
+            + (environment.variable("NOTIFY_SOCKET") == nil ? 0 : 2)
             + (environment.variable("JOURNAL_STREAM") == nil ? 0 : 1)
             + (watchesMemoryPressure(environment) ? 1 : 0)
     }
@@ -264,7 +266,8 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
         return "it may open only \(limit.rlim_cur) descriptors (RLIMIT_NOFILE) and needs at least \(needed): "
             + "stdin, stdout, stderr, \(EventLoopExecutor.loopDescriptors) for its event loop, the runtime "
             + "directory, the file it writes, the instance locks of its runtime and state directories"
-            + (environment.variable("NOTIFY_SOCKET") == nil ? "" : ", the notify socket")
+            + (environment.variable("NOTIFY_SOCKET") == nil
+                ? "" : ", the notify socket and the BARRIER=1 socket pair at exit")
             + (environment.variable("JOURNAL_STREAM") == nil ? "" : ", the journal socket")
             + (watchesMemoryPressure(environment) ? ", the memory-pressure watch" : "")
             + "; with fewer, opening them fails with EMFILE (Too many open files). Raise LimitNOFILE= in the unit "

@@ -140,9 +140,10 @@ public enum EventLoopExecutor {
 
     /// The smallest `RLIMIT_NOFILE` (`LimitNOFILE=`) vigild starts, reloads and stops with under
     /// systemd: stdin, stdout, stderr, the loop's four, the notify and journal sockets, the
-    /// runtime directory, one for the file being read or written, and the instance locks of the
-    /// runtime and state directories (measured: see the README's failure-mode table).
-    package static let minimumDescriptorLimit = 13
+    /// runtime directory, one for the file being read or written, the instance locks of the
+    /// runtime and state directories, and `BARRIER=1`'s socket pair at exit (measured: see the
+    /// README's failure-mode table).
+    package static let minimumDescriptorLimit = 14
 
     /// The errno's symbolic name and the OS's words: "EMFILE (Too many open files)".
     package static func describe(_ code: Int32) -> String {

@@ -49,6 +49,15 @@ public struct SystemdNotifier: Sendable {
     ///   duplicated (`EBADF`, `EMFILE`).
     @discardableResult
     package func send(_ text: String, passing descriptor: Int32?) throws(SystemError) -> Bool {
+        try send(text, passing: descriptor, handingOver: false)
+    }
+
+    /// `send(_:passing:)`, where `handingOver` gives the descriptor itself to the notifier (no
+    /// duplicate, one descriptor fewer: the exit barrier needs it at the descriptor limit); the
+    /// notifier then closes it, whatever happens, and the caller must not.
+    private func send(_ text: String, passing descriptor: Int32?, handingOver: Bool) throws(SystemError) -> Bool {
+        var handed = handingOver ? descriptor : nil
+        defer { if let handed { close(handed) } }
         guard let pointer = getenv("NOTIFY_SOCKET") else { return false }
         let address = String(cString: pointer)
         let connection: NotifyConnection
@@ -71,7 +80,10 @@ public struct SystemdNotifier: Sendable {
             )
         }
         var duplicate: Int32?
-        if let descriptor {
+        if handingOver {
+            duplicate = handed
+            handed = nil
+        } else if let descriptor {
             let copy = fcntl(descriptor, F_DUPFD_CLOEXEC, 3)
             guard copy >= 0 else {
                 let code = errno
@@ -119,15 +131,8 @@ public struct SystemdNotifier: Sendable {
             throw SystemError(path: "for BARRIER=1", operation: "make a socket pair", errno: code)
         }
         defer { close(ends[0]) }
-        let sent: Bool
-        do {
-            sent = try send("BARRIER=1", passing: ends[1])
-        } catch {
-            close(ends[1])
-            throw error
-        }
-        close(ends[1])
-        guard sent else { return true }
+        // Handed over, not duplicated: at the exit the process may be at its descriptor limit.
+        guard try send("BARRIER=1", passing: ends[1], handingOver: true) else { return true }
         return Self.awaitHangUp(ends[0], timeout: timeout)
     }
 
