@@ -426,10 +426,22 @@ extension ListeningSocket {
 
     /// `getsockname(2)` decoded; `.other(family: -1)` when it fails.
     static func localAddress(of fd: Int32) -> LocalAddress {
+        address(of: fd, getsockname)
+    }
+
+    /// `getpeername(2)` decoded (a connection's peer); `.other(family: -1)` when it fails.
+    static func peerAddress(of fd: Int32) -> LocalAddress {
+        address(of: fd, getpeername)
+    }
+
+    private static func address(
+        of fd: Int32,
+        _ call: (Int32, UnsafeMutablePointer<sockaddr>, UnsafeMutablePointer<socklen_t>) -> Int32
+    ) -> LocalAddress {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let status = withUnsafeMutablePointer(to: &storage) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { call(fd, $0, &length) }
         }
         guard status == 0 else { return .other(family: -1) }
         switch Int32(storage.ss_family) {

@@ -199,23 +199,8 @@ private final class NotifyConnection: Sendable {
     }
 
     private func spawnSender() {
-        let context = Unmanaged.passRetained(self).toOpaque()
-        var thread = pthread_t()
-        let result = pthread_create(
-            &thread,
-            nil,
-            { context in
-                let connection = Unmanaged<NotifyConnection>.fromOpaque(context!).takeRetainedValue()
-                connection.drain()
-                return nil
-            },
-            context
-        )
-        if result == 0 {
-            pthread_detach(thread)
-        } else {
+        if !PosixThread.start({ self.drain() }) {
             // No thread: send in place, blocking, rather than lose READY=1.
-            Unmanaged<NotifyConnection>.fromOpaque(context).release()
             drain()
         }
     }
