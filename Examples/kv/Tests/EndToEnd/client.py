@@ -1,5 +1,5 @@
-# kv requests for the end-to-end test, run inside the sandbox (the Unix socket /run/kv.sock,
-# bounded waits):
+# kv requests for the end-to-end test, run inside the sandbox (the Unix socket /run/kv.sock, or
+# 127.0.0.1:$KV_TCP_PORT when that is set; bounded waits):
 #
 #   client.py send LINE...      sends each LINE on one connection; prints each answer line;
 #                             exit 0, 7 when refused (like curl), 1 otherwise
@@ -18,6 +18,12 @@ import os, socket, sys, time
 PATH = "/run/kv.sock"
 
 def connect():
+    port = os.environ.get("KV_TCP_PORT")
+    if port:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.settimeout(15)
+        s.connect(("127.0.0.1", int(port)))
+        return s
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(15)
     s.connect(PATH)

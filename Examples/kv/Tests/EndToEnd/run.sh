@@ -127,6 +127,19 @@ sys.exit(1)'"
   check "$v: the drained SET was committed (the socket starts kv again on the next connection)" bash -c '
     [ "$(send "GET inflight")" = "VALUE done" ]'
 
+  # --- the optional TCP port: bound at start, so changing it is a reload the daemon refuses ---
+  write_config '{ "tcpPort": 7070 }'
+  in_sandbox systemctl restart kv
+  check "$v: with tcpPort 7070, SET and GET over TCP on 127.0.0.1 (the peer named by address)" bash -c "
+    out=\$(in_sandbox env KV_TCP_PORT=7070 python3 /tmp/client.py send 'SET over-tcp yes' 'GET over-tcp'); echo \"\$out\"
+    [ \"\$out\" = \"\$(printf 'OK\nVALUE yes')\" ] &&
+    nsenter -t $pid -a journalctl -u kv --no-pager -o json | grep -q '\"KV_PEER\":\"127.0.0.1:'"
+  write_config '{ "tcpPort": 7071 }'
+  check "$v: a reload that changes tcpPort exits 1 and says it takes a restart" bash -c "
+    in_sandbox systemctl reload kv; rc=\$?; echo \"exit \$rc\"; [ \$rc = 1 ] || exit 1
+    nsenter -t $pid -a systemctl status --no-pager -n 20 kv | grep -qF 'tcpPort: changing it (7070 → 7071) takes a restart'"
+  write_config '{}'
+
   # --- restart: systemd holds the socket, nothing is refused ---
   local loop
   directory=/tmp/loop-$v
