@@ -89,6 +89,8 @@ public final class Connection: Sendable, CustomStringConvertible {
         -> [UInt8]?
     {
         let deadline = timeout.map { MonotonicClock.nanoseconds() &+ $0.nanoseconds }
+        // Room for the `\r` before the line break without overflow, whatever the caller asks.
+        let maximumBytes = min(max(0, maximumBytes), Int.max - 2)
         while true {
             let step = try state.withLock { state throws(ConnectionError) -> ReadStep in
                 while true {

@@ -114,6 +114,10 @@ final class SocketPoller: Sendable {
             defer { state.nextID += 1 }
             return state.nextID
         }
+        defer {
+            // A cancellation that came after the wait ended left its id behind.
+            state.withLock { _ = $0.cancelledEarly.remove(id) }
+        }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Outcome, Never>) in
                 let (immediate, spawn) = state.withLock { state -> (Outcome?, Bool) in

@@ -176,6 +176,16 @@ import VigilTesting
         let notUTF8 = await #expect(throws: ConnectionError.self) { try await third.readLine() }
         #expect(notUTF8?.code == .notUTF8)
 
+        // A limit no line can reach, or below zero, neither traps nor waits.
+        let huge = try Client(socket.localAddress)
+        defer { huge.close() }
+        let limits = try #require(try await iterator.next())
+        try await huge.send("fine\nx\n")
+        #expect(try await limits.readLine(maximumBytes: .max) == "fine")
+        let negative = await #expect(throws: ConnectionError.self) { try await limits.readLine(maximumBytes: -1) }
+        #expect(negative?.code == .lineTooLong)
+        limits.close()
+
         let silent = try Client(socket.localAddress)
         defer { silent.close() }
         let fourth = try #require(try await iterator.next())
