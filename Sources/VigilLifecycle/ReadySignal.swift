@@ -13,9 +13,11 @@ import Synchronization
 /// Calling it more than once is harmless: only the first call counts. It may be called from any
 /// thread or task.
 ///
-/// It is also how the part learns that the daemon stops, and by when it must have ended:
-/// ``onStop(_:)`` and ``stopDeadline`` (the listener's terminate budget minus a tenth of it, at
-/// most one second less, after which ``ServiceListener`` cancels the part), so a drain needs no
+/// It is also how the part learns that the daemon stops, and by when it should be done:
+/// ``onStop(_:)`` and ``stopDeadline``: the instant by which it should have drained, derived from
+/// the listener's terminate budget (``ServiceListener`` cancels the part at the budget minus a
+/// tenth of it, at most a second less; the deadline comes a twentieth of that grace period, at
+/// most half a second, earlier, to leave time to close and return), so a drain needs no
 /// arithmetic:
 ///
 /// ```swift
@@ -62,8 +64,9 @@ public final class ReadySignal: Sendable {
         }
     }
 
-    /// The instant by which the part must have ended, once the daemon began to stop; `nil`
-    /// while it runs. After it the part is cancelled and the stop counts as failed.
+    /// The instant by which the part should have drained, once the daemon began to stop; `nil`
+    /// while it runs. Shortly after it (see the type's documentation) the part is cancelled and
+    /// the stop counts as failed.
     public var stopDeadline: ContinuousClock.Instant? {
         state.withLock { $0.stopDeadline }
     }

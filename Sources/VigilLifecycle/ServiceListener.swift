@@ -38,7 +38,9 @@ import Synchronization
 ///   does it in `commitReload`, which runs after the listeners it depends on (the configuration)
 ///   committed; no second listener is needed.
 /// - **The part knows its deadline.** At stop, before graceful shutdown, ``ReadySignal/onStop(_:)``
-///   handlers get the instant by which the part must have ended (also ``ReadySignal/stopDeadline``):
+///   handlers get the instant by which the part should have drained (also
+///   ``ReadySignal/stopDeadline``): a twentieth of the grace period (at most half a second) before
+///   it would be cancelled, so that it has time to close what it holds and return;
 ///   hand it to `AcceptedConnections.stop(deadline:)` (VigilSystemd) or a drain of its own.
 /// - **A part that ends by itself is a fault.** A part that returns or throws while the daemon
 ///   runs is reported as a fatal fault (`WATCHDOG=trigger`, the fatal-fault `MESSAGE_ID`,
@@ -230,8 +232,11 @@ public final class ServiceListener: Listener {
         guard let running else { return }
         let budget = context.budgets(for: name).terminate
         let grace = budget - min(budget / 10, .seconds(1))
-        // The part hears its deadline first (onStop), then swift-service-lifecycle's shutdown.
-        running.ready.beginStop(deadline: ContinuousClock.now.advanced(by: grace))
+        // The part hears its deadline first (onStop), then swift-service-lifecycle's shutdown. The
+        // deadline is a little before the cancellation (a twentieth of the grace, at most half a
+        // second), so a part that drains until it still has time to close and return.
+        let drainBy = grace - min(grace / 20, .milliseconds(500))
+        running.ready.beginStop(deadline: ContinuousClock.now.advanced(by: drainBy))
         await running.group.triggerGracefulShutdown()
         let ended = await withTaskGroup(of: Bool.self) { tasks in
             tasks.addTask {

@@ -85,7 +85,7 @@ enum ReadmeSnippetAcceptedConnections {
             let socket = try ListeningSocket(name: "kv", orBind: .unix(path: "/run/kv/kv.sock"))
             let connections = try socket.connections()
             // At stop: accept no more; idle connections end now, a request in flight may finish by the
-            // deadline (the listener's terminate budget less a tenth, at most a second).
+            // deadline (derived from the listener's terminate budget, a little before it is cancelled).
             ready.onStop { deadline in connections.stop(deadline: deadline) }
             ready()
             try await withThrowingDiscardingTaskGroup { group in
