@@ -127,6 +127,21 @@ sys.exit(1)'"
   check "$v: the drained SET was committed (the socket starts kv again on the next connection)" bash -c '
     [ "$(send "GET inflight")" = "VALUE done" ]'
 
+  # --- the deadline: a request that never completes is cut at the deadline handed over at stop ---
+  directory=/tmp/stuck-$v
+  in_sandbox mkdir -p "$directory"
+  in_sandbox python3 /tmp/client.py slow "$directory" stuck never > /dev/null 2>&1 &
+  local stuck=$! began ended
+  wait_until 10 test -e "$root$directory/half-sent"
+  began=$SECONDS
+  in_sandbox systemctl stop kv; stop_rc=$?
+  ended=$SECONDS
+  kill "$stuck" 2>/dev/null; wait "$stuck" 2>/dev/null
+  check "$v: a request never completed is cut at the stop deadline (default budget 10 s: about 8.6 s), Result=success" bash -c "
+    echo \"stop: exit $stop_rc after \$(( $ended - $began )) s\"
+    [ $stop_rc = 0 ] && [ \"\$(show Result)\" = success ] && [ \$(( $ended - $began )) -ge 7 ] && [ \$(( $ended - $began )) -le 10 ] &&
+    nsenter -t $pid -a journalctl -u kv --no-pager -o cat | grep -q 'the daemon is stopping and the deadline it gave this connection passed'"
+
   # --- the optional TCP port: bound at start, so changing it is a reload the daemon refuses ---
   write_config '{ "tcpPort": 7070 }'
   in_sandbox systemctl restart kv
