@@ -12,6 +12,17 @@ import Synchronization
 ///
 /// Calling it more than once is harmless: only the first call counts. It may be called from any
 /// thread or task.
+///
+/// It is also how the part learns that the daemon stops, and by when it should be done:
+/// ``onStop(_:)`` and ``stopDeadline``: the instant by which it should have drained, derived from
+/// the listener's terminate budget (``ServiceListener`` cancels the part at the budget minus a
+/// tenth of it, at most a second less; the deadline comes a twentieth of that grace period, at
+/// most half a second, earlier, to leave time to close and return), so a drain needs no
+/// arithmetic:
+///
+/// ```swift
+/// ready.onStop { deadline in connections.stop(deadline: deadline) }
+/// ```
 public final class ReadySignal: Sendable {
     /// How the wait for readiness ended.
     enum Outcome: Sendable {
@@ -26,6 +37,8 @@ public final class ReadySignal: Sendable {
     private struct State {
         var outcome: Outcome?
         var waiter: CheckedContinuation<Outcome, Never>?
+        var stopDeadline: ContinuousClock.Instant?
+        var stopHandlers: [@Sendable (ContinuousClock.Instant) -> Void] = []
     }
 
     private let state = Mutex(State())
@@ -49,6 +62,36 @@ public final class ReadySignal: Sendable {
             if case .ready = state.outcome { return true }
             return false
         }
+    }
+
+    /// The instant by which the part should have drained, once the daemon began to stop; `nil`
+    /// while it runs. Shortly after it (see the type's documentation) the part is cancelled and
+    /// the stop counts as failed.
+    public var stopDeadline: ContinuousClock.Instant? {
+        state.withLock { $0.stopDeadline }
+    }
+
+    /// Calls `handler` with the stop deadline when the daemon begins to stop (at once, on the
+    /// calling thread, if it already began), before swift-service-lifecycle's graceful shutdown
+    /// reaches the part. Keep it short and non-blocking: stop accepting, hand the deadline on.
+    public func onStop(_ handler: @escaping @Sendable (ContinuousClock.Instant) -> Void) {
+        let deadline = state.withLock { state -> ContinuousClock.Instant? in
+            if let deadline = state.stopDeadline { return deadline }
+            state.stopHandlers.append(handler)
+            return nil
+        }
+        if let deadline { handler(deadline) }
+    }
+
+    /// Begins the stop: records the deadline and calls the stop handlers (once).
+    func beginStop(deadline: ContinuousClock.Instant) {
+        let handlers = state.withLock { state -> [@Sendable (ContinuousClock.Instant) -> Void] in
+            guard state.stopDeadline == nil else { return [] }
+            state.stopDeadline = deadline
+            defer { state.stopHandlers.removeAll() }
+            return state.stopHandlers
+        }
+        for handler in handlers { handler(deadline) }
     }
 
     /// Records how the wait ended, unless it already did; wakes the waiter.

@@ -33,6 +33,15 @@ import Synchronization
 ///   a tenth of it, at most one second before), it is cancelled, and the stop counts as failed
 ///   (exit status 1): in-flight work was cut short. `terminate` returns only after the part has
 ///   ended, so the lifecycle's "Stopped" entry follows the end of every part.
+/// - **Reloads reach the part.** `prepareReload` and `commitReload` closures (both optional)
+///   are its reload hooks: a part that applies a new setting at once (a pool's size, a limit)
+///   does it in `commitReload`, which runs after the listeners it depends on (the configuration)
+///   committed; no second listener is needed.
+/// - **The part knows its deadline.** At stop, before graceful shutdown, ``ReadySignal/onStop(_:)``
+///   handlers get the instant by which the part should have drained (also
+///   ``ReadySignal/stopDeadline``): a twentieth of the grace period (at most half a second) before
+///   it would be cancelled, so that it has time to close what it holds and return;
+///   hand it to `AcceptedConnections.stop(deadline:)` (VigilSystemd) or a drain of its own.
 /// - **A part that ends by itself is a fault.** A part that returns or throws while the daemon
 ///   runs is reported as a fatal fault (`WATCHDOG=trigger`, the fatal-fault `MESSAGE_ID`,
 ///   `STATUS=` with the reason) and the daemon stops with exit status 1, so that
@@ -58,6 +67,7 @@ public final class ServiceListener: Listener {
     private struct Running: Sendable {
         let group: ServiceGroup
         let task: Task<Void, Never>
+        let ready: ReadySignal
     }
 
     private struct State {
@@ -72,6 +82,16 @@ public final class ServiceListener: Listener {
 
     private let part: Part
     private let state = Mutex(State())
+    private let prepare: PrepareReload?
+    private let commit: CommitReload?
+
+    /// Checks a proposed reload (``Listener/prepareReload(_:context:)``).
+    public typealias PrepareReload =
+        @Sendable (ReloadTransaction, ListenerContext) async throws -> ReloadDecision
+    /// Applies a committed reload (``Listener/commitReload(_:context:)``): the listeners this
+    /// one depends on have committed, so `context.values` holds the new values (the new
+    /// configuration, from `ConfigurationListener`).
+    public typealias CommitReload = @Sendable (ReloadTransaction, ListenerContext) async throws -> Void
 
     /// A listener that runs the `Service` that `makeService` builds.
     ///
@@ -80,17 +100,25 @@ public final class ServiceListener: Listener {
     ///   - dependencies: the listeners that start before this one (and stop after it).
     ///   - budgets: its budgets; the start budget bounds the wait for readiness, the terminate
     ///     budget the graceful shutdown.
+    ///   - prepareReload: checks a proposed reload; `nil` accepts every one.
+    ///   - commitReload: applies a committed reload to the running part (the part reads the new
+    ///     values from `context.values`, or gets them from this closure); `nil` for a part that
+    ///     reads what it needs from `context.values` when it needs it.
     ///   - makeService: builds the service at start and wires its readiness callback to the
     ///     ``ReadySignal`` (Hummingbird: `onServerRunning: { _ in ready() }`).
     public init<Part: Service>(
         name: String,
         dependencies: [String] = [],
         budgets: ListenerBudgets? = nil,
+        prepareReload: PrepareReload? = nil,
+        commitReload: CommitReload? = nil,
         service makeService: @escaping @Sendable (ReadySignal) async throws -> Part
     ) {
         self.name = name
         self.dependencies = dependencies
         self.budgets = budgets
+        self.prepare = prepareReload
+        self.commit = commitReload
         self.part = .service { ready in try await makeService(ready) }
     }
 
@@ -101,17 +129,23 @@ public final class ServiceListener: Listener {
     ///   - dependencies: the listeners that start before this one (and stop after it).
     ///   - budgets: its budgets; the start budget bounds the wait for readiness, the terminate
     ///     budget the graceful shutdown.
+    ///   - prepareReload: checks a proposed reload; `nil` accepts every one.
+    ///   - commitReload: applies a committed reload to the running part; `nil` for none.
     ///   - run: the part: it calls its ``ReadySignal`` once ready, then works until graceful
     ///     shutdown (swift-service-lifecycle's `gracefulShutdown()`) or cancellation.
     public init(
         name: String,
         dependencies: [String] = [],
         budgets: ListenerBudgets? = nil,
+        prepareReload: PrepareReload? = nil,
+        commitReload: CommitReload? = nil,
         run: @escaping @Sendable (ReadySignal) async throws -> Void
     ) {
         self.name = name
         self.dependencies = dependencies
         self.budgets = budgets
+        self.prepare = prepareReload
+        self.commit = commitReload
         self.part = .closure(run)
     }
 
@@ -145,7 +179,7 @@ public final class ServiceListener: Listener {
             }
             partEnded(failure, ready: ready, context: context)
         }
-        state.withLock { $0.running = Running(group: group, task: task) }
+        state.withLock { $0.running = Running(group: group, task: task, ready: ready) }
         switch await ready.wait() {
         case .ready:
             return
@@ -182,15 +216,28 @@ public final class ServiceListener: Listener {
         }
     }
 
+    public func prepareReload(_ reload: ReloadTransaction, context: ListenerContext) async throws -> ReloadDecision {
+        try await prepare?(reload, context) ?? .accept
+    }
+
+    public func commitReload(_ reload: ReloadTransaction, context: ListenerContext) async throws {
+        try await commit?(reload, context)
+    }
+
     public func terminate(reason: TerminationReason, context: ListenerContext) async throws {
         let running = state.withLock { state -> Running? in
             state.stopping = true
             return state.running
         }
         guard let running else { return }
-        await running.group.triggerGracefulShutdown()
         let budget = context.budgets(for: name).terminate
         let grace = budget - min(budget / 10, .seconds(1))
+        // The part hears its deadline first (onStop), then swift-service-lifecycle's shutdown. The
+        // deadline is a little before the cancellation (a twentieth of the grace, at most half a
+        // second), so a part that drains until it still has time to close and return.
+        let drainBy = grace - min(grace / 20, .milliseconds(500))
+        running.ready.beginStop(deadline: ContinuousClock.now.advanced(by: drainBy))
+        await running.group.triggerGracefulShutdown()
         let ended = await withTaskGroup(of: Bool.self) { tasks in
             tasks.addTask {
                 await running.task.value

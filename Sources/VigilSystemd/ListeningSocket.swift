@@ -4,11 +4,13 @@ import VigilPlatform
 /// A listening stream socket: the one systemd passed by socket activation under a
 /// `FileDescriptorName=`, or, without socket activation, one bound here.
 ///
-/// Call it once per socket, early in `main`:
+/// Call it once per socket, in the start of the listener that serves it (a `ServiceListener`'s
+/// part, before it says it is ready), so that a bind failure is a failed start:
 ///
 /// ```swift
 /// let http = try ListeningSocket(name: "http", orBind: .tcp(host: "127.0.0.1", port: 8080))
-/// // Hand http.fileDescriptor to the server, e.g. SwiftNIO's ServerBootstrap.withBoundSocket(_:).
+/// // Hand http.fileDescriptor to the server, e.g. SwiftNIO's ServerBootstrap.withBoundSocket(_:),
+/// // or serve it without SwiftNIO: for try await connection in try http.connections() { … }
 /// ```
 ///
 /// An adopted descriptor is checked before use — a socket (`fstat`), a stream socket
@@ -106,8 +108,8 @@ public struct ListeningSocket: Sendable, Hashable {
     ///   - address: what to bind without socket activation.
     ///   - backlog: `listen(2)`'s backlog for a bound socket.
     /// - Throws: ``ListeningSocketError``, whose message says what to change.
-    /// - Important: The first call reads and changes the process environment; call it early in
-    ///   `main`, before other threads read the environment.
+    /// - Important: The first call reads and changes the process environment (it removes
+    ///   `LISTEN_*`): make it before threads of the daemon's own read the environment.
     public init(name: String, orBind address: Address, backlog: Int32 = 128) throws(ListeningSocketError) {
         let passed = try SocketActivation.passed(unsetEnvironment: true)
         guard let descriptor = try Self.select(name, from: passed) else {
@@ -426,10 +428,22 @@ extension ListeningSocket {
 
     /// `getsockname(2)` decoded; `.other(family: -1)` when it fails.
     static func localAddress(of fd: Int32) -> LocalAddress {
+        address(of: fd, getsockname)
+    }
+
+    /// `getpeername(2)` decoded (a connection's peer); `.other(family: -1)` when it fails.
+    static func peerAddress(of fd: Int32) -> LocalAddress {
+        address(of: fd, getpeername)
+    }
+
+    private static func address(
+        of fd: Int32,
+        _ call: (Int32, UnsafeMutablePointer<sockaddr>, UnsafeMutablePointer<socklen_t>) -> Int32
+    ) -> LocalAddress {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let status = withUnsafeMutablePointer(to: &storage) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { call(fd, $0, &length) }
         }
         guard status == 0 else { return .other(family: -1) }
         switch Int32(storage.ss_family) {

@@ -320,20 +320,8 @@ private final class NotifyConnection: Sendable {
     }
 
     private func spawnSender() {
-        let context = Unmanaged.passRetained(self).toOpaque()
-        var thread = pthread_t()
-        let result = pthread_create(
-            &thread,
-            nil,
-            { context in
-                let connection = Unmanaged<NotifyConnection>.fromOpaque(context!).takeRetainedValue()
-                connection.drain()
-                return nil
-            },
-            context
-        )
+        let result = PosixThread.start(reporting: { self.drain() })
         if result == 0 {
-            pthread_detach(thread)
             let recovered = queue.withLock { queue in
                 defer { queue.senderRefused = false }
                 return queue.senderRefused
@@ -349,7 +337,6 @@ private final class NotifyConnection: Sendable {
         // call, which would wait in the kernel for as long as systemd does not read and leave
         // every signal (SIGTERM too) unanswered. The datagrams stay queued (the oldest dropped
         // beyond the bound, as always) and the next notification tries a thread again.
-        Unmanaged<NotifyConnection>.fromOpaque(context).release()
         let (firstRefusal, waiting) = queue.withLock { queue in
             queue.senderRunning = false
             defer { queue.senderRefused = true }

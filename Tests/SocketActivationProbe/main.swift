@@ -7,6 +7,9 @@ import VigilPlatform
 // left of LISTEN_* and NOTIFY_SOCKET, and what a second request for NAME gives ("again="), then
 // answers CONNECTIONS connections (default 1) with that line and exits 0. With --store it hands the socket to systemd's file-descriptor store under
 // NAME and then sends READY=1 (for a Type=notify unit with FileDescriptorStoreMax=).
+// With --lines (in place of --store PORT) it serves the socket through AcceptedConnections
+// instead: each connection's lines are answered "<origin> <line>"; the line "stop" stops the
+// sequence with a 5 s grace period, and the probe exits 0 once every connection has ended.
 // A ListeningSocketError is printed as "error: CODE: MESSAGE" with exit status 1.
 import VigilSystemd
 
@@ -14,6 +17,7 @@ let arguments = CommandLine.arguments
 let name = arguments.count > 1 ? arguments[1] : "http"
 let connections = arguments.count > 2 ? max(0, Int(arguments[2]) ?? 1) : 1
 let storePort: UInt16? = arguments.count > 4 && arguments[3] == "--store" ? UInt16(arguments[4]) : nil
+let servesLines = arguments.count > 3 && arguments[3] == "--lines"
 
 /// `signalfd(2)`: Glibc's module does not import <sys/signalfd.h>.
 @_silgen_name("signalfd")
@@ -30,7 +34,10 @@ func variable(_ name: String) -> String {
 
 let socket: ListeningSocket
 do throws(ListeningSocketError) {
-    socket = try ListeningSocket(name: name, orBind: .tcp(host: "127.0.0.1", port: storePort ?? 0))
+    // --lines serves a Unix socket (an abstract one of its own when nothing was passed).
+    let address: ListeningSocket.Address =
+        servesLines ? .unix(path: "@vigil-socket-probe-\(getpid())") : .tcp(host: "127.0.0.1", port: storePort ?? 0)
+    socket = try ListeningSocket(name: name, orBind: address)
     if storePort != nil {
         try socket.storeInServiceManager(name: name)
     }
@@ -58,6 +65,27 @@ let line =
     + " LISTEN_FDNAMES=\(variable("LISTEN_FDNAMES")) NOTIFY_SOCKET=\(variable("NOTIFY_SOCKET")) again=\(again)\n"
 say(line)
 if storePort != nil { try? SystemdNotifier().send("READY=1") }
+
+if servesLines {
+    do {
+        let connections = try socket.connections()
+        try await withThrowingDiscardingTaskGroup { group in
+            for try await connection in connections {
+                group.addTask {
+                    defer { connection.close() }
+                    while let request = try await connection.readLine() {
+                        if request == "stop" { connections.stop(gracePeriod: .seconds(5)) }
+                        try await connection.write("\(origin) \(request)\n")
+                    }
+                }
+            }
+        }
+    } catch {
+        say("error: \(error)\n")
+        exit(1)
+    }
+    exit(0)
+}
 
 // SIGTERM ends the loop between connections, never in the middle of an answer: a stop or
 // restart drops no accepted connection (what the file-descriptor store check counts).

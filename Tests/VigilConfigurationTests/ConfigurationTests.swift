@@ -1,6 +1,7 @@
 import Glibc
 import Testing
 import VigilConfiguration
+import VigilLifecycle
 import VigilPOSIX
 import VigilTesting
 
@@ -111,5 +112,55 @@ import VigilTesting
             try ConfigurationLoader<SampleConfiguration>().decode(Array("{".utf8), file: "/etc/sample.json")
         }
         #expect(invalid != nil && invalid?.cause == nil, "a syntax error is no failed call")
+    }
+}
+
+/// A `ServiceListener` hears the committed configuration, typed, without a second listener
+/// (issue 23 item 2).
+@Suite struct ServiceListenerConfigurationTests {
+    @Test func thePartGetsEachCommittedConfigurationAndMayRefuseOne() async throws {
+        var template = Array("/tmp/vigil-service-configuration-XXXXXX".utf8CString)
+        let directory = String(cString: try #require(mkdtemp(&template)))
+        let path = directory + "/part.json"
+        TextFile.write(path, #"{ "name": "one" }"#)
+        let committed = AsyncRecorder<String>()
+        let configuration = ConfigurationListener<SampleConfiguration>(source: .file(path, required: true))
+        let part = ServiceListener(
+            name: "part",
+            configuration: SampleConfiguration.self,
+            check: { proposed in
+                proposed.name == "forbidden" ? .reject(reason: "name: this part cannot take \"forbidden\"") : .accept
+            },
+            onCommit: { configuration in committed.append(configuration.name) },
+            run: { ready in
+                // Runs until the stop hands it its deadline.
+                await withCheckedContinuation { stopped in
+                    ready.onStop { _ in stopped.resume() }
+                    ready()
+                }
+            }
+        )
+        try await withRunningDaemon(listeners: [configuration, part]) { daemon in
+            TextFile.write(path, #"{ "name": "two" }"#)
+            daemon.group.requestReload()
+            try await committed.wait { $0 == ["two"] }
+            // Refused by the part: not committed, and the reason names the key.
+            TextFile.write(path, #"{ "name": "forbidden" }"#)
+            daemon.group.requestReload()
+            try await daemon.notifier.notifications.wait { all in
+                all.contains {
+                    NotifyMessage.datagram($0).contains(
+                        #"reload rejected: part: name: this part cannot take "forbidden""#
+                    )
+                }
+            }
+            // Rejected by the configuration listener: the part hears nothing either.
+            TextFile.write(path, #"{ "name": 3 }"#)
+            daemon.group.requestReload()
+            TextFile.write(path, #"{ "name": "three" }"#)
+            daemon.group.requestReload()
+            try await committed.wait { $0.count == 2 }
+            #expect(committed.values == ["two", "three"])
+        }
     }
 }

@@ -311,4 +311,90 @@ struct BindFailed: Error, CustomStringConvertible {
         #expect(log.values == ["handled 1"])
         producer.finish()
     }
+
+    // MARK: Reloads and the stop deadline (issue 23 item 2)
+
+    @Test func thePartHearsACommittedReloadAndMayRejectOneWithoutASecondListener() async throws {
+        let log = AsyncRecorder<String>()
+        let part = ServiceListener(
+            name: "part",
+            dependencies: ["configuration"],
+            prepareReload: { reload, _ in
+                let limit = reload.proposed[Limit.self] ?? -1
+                return limit > 2 ? .reject(reason: "limit: must be at most 2 (found \(limit))") : .accept
+            },
+            commitReload: { _, context in
+                // The configuration committed first: the new value is in force.
+                log.append("part.commit \(context.values[Limit.self] ?? -1)")
+            },
+            run: { ready in
+                ready()
+                try? await gracefulShutdown()
+            }
+        )
+        let group = try makeGroup([LimitSource(), part], log: log)
+        let running = Task { try await group.run() }
+        try await log.wait { $0.contains("notify READY=1") }
+        group.requestReload()
+        try await log.wait { $0.contains("part.commit 2") }
+        group.requestReload()
+        try await log.wait { $0.contains { $0.contains("reload rejected: part: limit: must be at most 2 (found 3)") } }
+        #expect(!log.values.contains("part.commit 3"))
+        group.requestTermination(.requested("test"))
+        try await running.value
+    }
+
+    @Test func thePartIsHandedItsStopDeadlineBeforeGracefulShutdown() async throws {
+        let log = AsyncRecorder<String>()
+        let handed = Mutex<ContinuousClock.Instant?>(nil)
+        let observed = Mutex<ContinuousClock.Instant?>(nil)
+        let part = ServiceListener(name: "part", budgets: .init(terminate: .seconds(5))) { ready in
+            #expect(ready.stopDeadline == nil)
+            ready.onStop { deadline in
+                handed.withLock { $0 = deadline }
+                log.append("part.onStop")
+            }
+            ready()
+            try? await gracefulShutdown()
+            observed.withLock { $0 = ready.stopDeadline }
+            log.append("part.graceful")
+        }
+        let group = try makeGroup([part], log: log)
+        let running = Task { try await group.run() }
+        try await log.wait { $0.contains("notify READY=1") }
+        let before = ContinuousClock.now
+        group.requestTermination(.requested("test"))
+        try await running.value
+        let after = ContinuousClock.now
+        // The terminate budget (5 s) less a tenth of it (at most a second) is the grace, 4.5 s; the
+        // deadline comes a twentieth of it (at most half a second) earlier: 4.275 s after the stop began.
+        let deadline = try #require(handed.withLock { $0 })
+        #expect(deadline >= before.advanced(by: .milliseconds(4275)))
+        #expect(deadline <= after.advanced(by: .milliseconds(4275)))
+        #expect(observed.withLock { $0 } == deadline)
+        let values = log.values
+        #expect(try #require(index("part.onStop", in: values)) < (try #require(index("part.graceful", in: values))))
+    }
+}
+
+private enum Limit: ValueKey {
+    typealias Value = Int
+}
+
+/// A configuration listener in miniature: the limit is the generation a reload would make.
+private struct LimitSource: Listener {
+    let name = "configuration"
+
+    func start(context: ListenerContext) async throws {
+        context.values[Limit.self] = 1
+    }
+
+    func prepareReload(_ reload: ReloadTransaction, context: ListenerContext) async throws -> ReloadDecision {
+        reload.proposed[Limit.self] = reload.generation
+        return .accept
+    }
+
+    func commitReload(_ reload: ReloadTransaction, context: ListenerContext) async throws {
+        context.values[Limit.self] = reload.proposed[Limit.self]
+    }
 }

@@ -92,3 +92,39 @@ enum Probe {
 
     static func path(of name: String) -> String { BuiltExecutable.path(of: name) }
 }
+
+/// `AcceptedConnections` in a socket-activated child: it serves the passed socket line by line,
+/// and its stop lets a request that was half sent finish.
+@Suite struct AcceptedConnectionsProcessTests {
+    @Test func theChildServesThePassedUnixSocketAndDrainsAtStop() async throws {
+        let directory = ListeningSocketTests.temporaryDirectory()
+        let kv = try ListeningSocket.bind(.unix(path: directory + "/kv.sock"))
+        defer { kv.close() }
+        let probe = try DaemonProcess(
+            executable: Probe.path,
+            arguments: ["kv", "0", "--lines"],
+            outputPath: directory + "/output.log",
+            listenFileDescriptors: [ListenedFileDescriptor(fileDescriptor: kv.fileDescriptor, name: "kv")]
+        )
+        // This process never accepts: the answers can only come from the child.
+        let inFlight = try Client(kv.localAddress)
+        defer { inFlight.close() }
+        try await inFlight.send("GET first\n")
+        #expect(try await inFlight.line() == "adopted:kv GET first")
+        try await inFlight.send("SET half")
+        let stopper = try Client(kv.localAddress)
+        defer { stopper.close() }
+        try await stopper.send("stop\n")
+        #expect(try await stopper.line() == "adopted:kv stop")
+        // The stopper's connection ends (its next read is idle at stop): the child closes it.
+        try await stopper.waitForClose()
+        // The half-sent request completes after the stop and is answered.
+        try await inFlight.send(" done\n")
+        #expect(try await inFlight.line() == "adopted:kv SET half done")
+        try await inFlight.waitForClose()
+        #expect(try await probe.waitForExit() == 0)
+        // The socket stays listening after the child stopped: a client is queued, not refused.
+        let later = try Client(kv.localAddress)
+        later.close()
+    }
+}

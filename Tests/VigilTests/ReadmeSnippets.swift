@@ -20,3 +20,38 @@ import VigilTesting
         #expect(log.values.contains("worker.prepare"))
     }
 }
+
+// WritingADaemon.md, "Socket activation": the accept sequence in a ServiceListener's part.
+enum ReadmeSnippetAcceptedConnections {
+    static func serve(_ socket: ListeningSocket, ready: ReadySignal) async throws {
+        let connections = try socket.connections()
+        ready.onStop { deadline in connections.stop(deadline: deadline) }
+        ready()
+        for try await connection in connections { /* serve it in a child task */ }
+    }
+
+    // SocketActivation.md (not checked line for line there: that article shows SwiftNIO too).
+    static func answer(_ line: String) -> String { line }
+
+    static func listener() -> ServiceListener {
+        let kv = ServiceListener(name: "kv", dependencies: ["configuration"]) { ready in
+            let socket = try ListeningSocket(name: "kv", orBind: .unix(path: "/run/kv/kv.sock"))
+            let connections = try socket.connections()
+            // At stop: accept no more; idle connections end now, a request in flight may finish by the
+            // deadline (derived from the listener's terminate budget, a little before it is cancelled).
+            ready.onStop { deadline in connections.stop(deadline: deadline) }
+            ready()
+            try await withThrowingDiscardingTaskGroup { group in
+                for try await connection in connections {
+                    group.addTask {
+                        defer { connection.close() }
+                        while let line = try await connection.readLine(maximumBytes: 4096) {
+                            try await connection.write(answer(line) + "\n")
+                        }
+                    }
+                }
+            }
+        }
+        return kv
+    }
+}

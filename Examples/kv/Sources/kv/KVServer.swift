@@ -1,0 +1,143 @@
+import Logging
+import Synchronization
+import Vigil
+
+/// The line protocol, one request per line, one answer line per request:
+///
+/// | request | answer |
+/// | --- | --- |
+/// | `GET key` | `VALUE value`, or `NOTFOUND` |
+/// | `SET key value` | `OK` once committed (the value is the rest of the line, spaces included) |
+/// | `DEL key` | `OK` once committed, or `NOTFOUND` |
+/// | anything else, a key or value over its limit | `ERR reason` |
+///
+/// A key is 1 to 256 bytes of UTF-8 without spaces or control characters. The limits in force
+/// (`maxValueBytes`, `maxConnections`) are read from the configuration for each request and each
+/// connection, so a committed reload applies to the next one. Each request is logged with
+/// structured metadata (journal fields `KV_COMMAND`, `KV_KEY`, `KV_RESULT`, `KV_PEER`,
+/// `KV_VALUE_BYTES`, `KV_DURATION_US`).
+final class KVServer: Sendable {
+    let store: KVStore
+    let values: ValueStore
+    let logger: Logger
+    /// Connections being served, over every socket.
+    private let open = Mutex(0)
+
+    init(store: KVStore, values: ValueStore, logger: Logger) {
+        self.store = store
+        self.values = values
+        self.logger = logger
+    }
+
+    static let maximumKeyBytes = 256
+
+    var configuration: KVConfiguration {
+        values[CurrentConfiguration<KVConfiguration>.self] ?? .defaultConfiguration
+    }
+
+    /// Serves one connection until the peer closes it, the daemon stops (an idle connection
+    /// ends at once; a request half received may finish until the stop's deadline), or it breaks
+    /// the protocol.
+    func serve(_ connection: Connection) async {
+        defer { connection.close() }
+        let limit = configuration.maxConnections
+        let admitted = open.withLock { count -> Bool in
+            guard count < limit else { return false }
+            count += 1
+            return true
+        }
+        guard admitted else {
+            logger.warning(
+                "Refused a connection from \(connection.peer): \(limit) connections are open (maxConnections)",
+                metadata: ["kv.peer": "\(connection.peer)", "kv.result": "busy"]
+            )
+            try? await connection.write("ERR busy: \(limit) connections are open (maxConnections); try again later\n")
+            return
+        }
+        defer { open.withLock { $0 -= 1 } }
+        do throws(ConnectionError) {
+            while true {
+                // "SET " + key + " " + value: the longest request the limits allow.
+                let longest = 5 + Self.maximumKeyBytes + configuration.maxValueBytes
+                guard let line = try await connection.readLine(maximumBytes: longest) else { return }
+                let answer = await handle(line, peer: connection.peer)
+                try await connection.write(answer + "\n")
+            }
+        } catch {
+            if error.code == .lineTooLong || error.code == .notUTF8 {
+                try? await connection.write("ERR \(error.message)\n")
+            }
+            logger.notice("Closed \(connection): \(error)", metadata: ["kv.peer": "\(connection.peer)"])
+        }
+    }
+
+    /// Answers one request line.
+    func handle(_ line: String, peer: String) async -> String {
+        let started = ContinuousClock.now
+        let parts = line.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
+        let command = parts.first.map(String.init) ?? ""
+        let key = parts.count > 1 ? String(parts[1]) : ""
+        var valueBytes = 0
+        let answer: String
+        do {
+            switch command {
+            case "GET" where parts.count == 2:
+                try Self.check(key: key)
+                answer = try await store.get(key).map { "VALUE \($0)" } ?? "NOTFOUND"
+            case "SET" where parts.count == 3:
+                try Self.check(key: key)
+                let value = String(parts[2])
+                valueBytes = value.utf8.count
+                let limit = configuration.maxValueBytes
+                guard valueBytes <= limit else {
+                    throw Refusal("the value is \(valueBytes) bytes, more than maxValueBytes (\(limit))")
+                }
+                try await store.set(key, value)
+                answer = "OK"
+            case "DEL" where parts.count == 2:
+                try Self.check(key: key)
+                answer = try await store.delete(key) ? "OK" : "NOTFOUND"
+            default:
+                throw Refusal(
+                    "expected GET key, SET key value or DEL key (found \(DisplayText.quoted(line, limit: 40)))"
+                )
+            }
+        } catch let refusal as Refusal {
+            answer = "ERR \(refusal.reason)"
+        } catch {
+            logger.error("Storage failed for \(command) \(DisplayText.quoted(key)): \(error)")
+            answer = "ERR storage failed: \(error)"
+        }
+        let elapsed = ContinuousClock.now - started
+        let microseconds = elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000
+        let result = String(answer.prefix { $0 != " " })
+        logger.info(
+            "\(command.prefix(16)) \(DisplayText.quoted(key, limit: 64)) → \(result)",
+            metadata: [
+                "kv.command": "\(DisplayText.escapingControlCharacters(String(command.prefix(16))))",
+                "kv.key": "\(DisplayText.escapingControlCharacters(String(key.prefix(256))))",
+                "kv.result": "\(result)",
+                "kv.peer": "\(peer)",
+                "kv.value_bytes": "\(valueBytes)",
+                "kv.duration_us": "\(microseconds)",
+            ]
+        )
+        return answer
+    }
+
+    private static func check(key: String) throws {
+        let bytes = key.utf8.count
+        guard (1...maximumKeyBytes).contains(bytes) else {
+            throw Refusal("a key is 1 to \(maximumKeyBytes) bytes (found \(bytes))")
+        }
+        guard !key.unicodeScalars.contains(where: { DisplayText.isControl($0) || $0 == " " }) else {
+            throw Refusal("a key has no spaces or control characters (found \(DisplayText.quoted(key)))")
+        }
+    }
+
+    /// A request refused with a reason for the client.
+    private struct Refusal: Error {
+        let reason: String
+        init(_ reason: String) { self.reason = reason }
+    }
+}
