@@ -59,7 +59,7 @@ per_systemd_version() {
   case $versions in *' '*) ;; *) return 0 ;; esac
   local version line total_passed=0 total_failed=0 started=$SECONDS
   local -A job=()
-  echo "# systemd $versions at once (logs in $work)"
+  echo "# systemd $versions at once; each one's lines follow when it is done"
   for version in $versions; do
     VIGIL_E2E_SYSTEMD=$version bash "$script" "$@" >"$work/$version.log" 2>&1 </dev/null &
     job[$version]=$!
