@@ -25,14 +25,25 @@ if ! command -v debootstrap >/dev/null 2>&1; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
 fi
+# unmount_under DIR: debootstrap can leave DIR/proc mounted (here it does when it ends): unmount
+# whatever is mounted under DIR, deepest first, so that nothing below is removed or kept mounted.
+unmount_under() {
+  local target
+  awk -v dir="$1/" 'index($2 "/", dir) == 1 { print $2 }' /proc/mounts | sort -r |
+    while read -r target; do umount -l "$target"; done
+}
 started=$SECONDS
-rm -rf "$dir" "$dir.partial"
+unmount_under "$dir"
+unmount_under "$dir.partial"
+rm -rf --one-file-system "$dir" "$dir.partial"
 log=$dir.log
 if ! debootstrap --variant=minbase --include="$packages" trixie "$dir.partial" http://deb.debian.org/debian >"$log" 2>&1; then
+  unmount_under "$dir.partial"
   echo "debootstrap of Debian 13 into $dir.partial failed; the end of $log:" >&2
   tail -n 20 "$log" >&2
   exit 1
 fi
+unmount_under "$dir.partial"
 rm -f "$dir.partial"/var/cache/apt/archives/*.deb
 echo "$packages" >"$dir.partial/.vigil-e2e-packages"
 mv "$dir.partial" "$dir"
