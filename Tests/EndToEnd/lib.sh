@@ -89,7 +89,7 @@ per_systemd_version() {
 # prints its host pid. On a root other than the host's, the directories outside the system's
 # where BINARY's shared libraries are (a debug build's Swift runtime) are bound in read-only.
 boot_systemd() {
-  local dir=$1 binary library runtime=()
+  local dir=$1 binary library directory runtime=()
   shift
   case ${VIGIL_E2E_SYSTEMD:-252} in
     252) "$vigil_e2e/boot-systemd.sh" "$dir" ;;
@@ -97,13 +97,14 @@ boot_systemd() {
       "$vigil_e2e/fetch-systemd-254.sh" "$VIGIL_E2E_CACHE/systemd-254" >&2 &&
         "$vigil_e2e/boot-systemd.sh" "$dir" "$VIGIL_E2E_CACHE/systemd-254" ;;
     257)
-      for binary in "$@"; do
-        for library in $(ldd "$binary" | awk '$3 ~ /^\// { print $3 }'); do
-          case $library in /lib/* | /lib64/* | /usr/lib/* | /usr/lib64/*) ;; *) runtime+=(--bind "$(dirname "$library")") ;; esac
-        done
+      for directory in $(for binary in "$@"; do ldd "$binary"; done | awk '$3 ~ /^\// { print $3 }' |
+        while read -r library; do dirname "$library"; done | sort -u); do
+        case $directory in /lib | /lib64 | /usr/lib | /usr/lib64 | /lib/* | /lib64/* | /usr/lib/* | /usr/lib64/*) ;;
+          *) runtime+=(--bind "$directory") ;;
+        esac
       done
       "$vigil_e2e/fetch-debian-13.sh" "$VIGIL_E2E_CACHE/trixie" >&2 &&
-        "$vigil_e2e/boot-systemd.sh" --root "$VIGIL_E2E_CACHE/trixie" $(printf '%s\n' "${runtime[@]}" | sort -u | paste -sd' ') "$dir" ;;
+        "$vigil_e2e/boot-systemd.sh" --root "$VIGIL_E2E_CACHE/trixie" "${runtime[@]}" "$dir" ;;
     *) echo "no systemd ${VIGIL_E2E_SYSTEMD} here: 252, 254 or 257" >&2; return 2 ;;
   esac
 }
