@@ -103,14 +103,26 @@ cgroups=$work/cgroup
 mkdir -p "$cgroups"
 log=$work/systemd.log
 # A private mount namespace with a cgroup2 hierarchy of its own; the sandbox's cgroup becomes the
-# root of the new cgroup namespace, where systemd manages its units.
+# root of the new cgroup namespace, where systemd manages its units. The cgroup is this boot's
+# own: sandboxes booted at once (run.sh's versions) would otherwise share one tree, and one
+# systemd would kill the other's processes and remove its cgroups. When systemd is gone, the
+# tree it left is removed.
 unshare --mount --propagation private bash -c '
   set -e
+  cgroup=vigil-e2e-$2
   mount -t cgroup2 cgroup2 "$1"
-  mkdir -p "$1/sandbox"
-  echo $$ > "$1/sandbox/cgroup.procs"
-  exec unshare --pid --fork --cgroup --uts --ipc --net --kill-child bash "${@:2}"
-' vigil-e2e "$cgroups" "$stage2" "$work" "$extra" "$lower" "${binds[@]}" >"$log" 2>&1 &
+  # Relative paths from here on: the caller may remove WORKDIR while this cleans up.
+  cd "$1"
+  mkdir "$cgroup"
+  bash -c "echo \$\$ > $cgroup/cgroup.procs; exec unshare --pid --fork --cgroup --uts --ipc --net --kill-child bash \"\$@\"" \
+    sandbox "${@:3}" &
+  wait $! || true
+  for _ in $(seq 1 50); do
+    find "$cgroup" -depth -type d -exec rmdir {} + 2>/dev/null || true
+    [ -d "$cgroup" ] || break
+    sleep 0.1
+  done
+' vigil-e2e "$cgroups" "$$" "$stage2" "$work" "$extra" "$lower" "${binds[@]}" >"$log" 2>&1 &
 outer=$!
 for _ in $(seq 1 200); do
   pid=$(cat "$work/pid" 2>/dev/null || true)

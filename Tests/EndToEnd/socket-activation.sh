@@ -49,8 +49,11 @@ if [ "${VIGIL_E2E_SYSTEMD:-252}" -ge 257 ]; then
 else
   accept_error="error: notListening: systemd passed fd 3 'connection', a connection rather than a listening socket, as Accept=yes passes (systemd before 257 names it so whatever FileDescriptorName= says): use Accept=no in the .socket unit"
 fi
-check "socket activation: a connection (Accept=yes) is refused with Accept=no to use" wait_until 10 bash -c "
-  nsenter -t $pid -a journalctl --no-pager -o cat -u 'probe-accept@*' | grep -qF \"$accept_error\""
+accept_refused() {
+  wait_until 10 bash -c "nsenter -t $pid -a journalctl --no-pager -o cat -u 'probe-accept@*' | grep -qF \"$accept_error\"" ||
+    { in_sandbox journalctl --no-pager -o cat -u 'probe-accept*' | uniq -c | tail -n 8; return 1; }
+}
+check "socket activation: a connection (Accept=yes) is refused with Accept=no to use" accept_refused
 in_sandbox systemctl stop probe-http.socket probe-noname.socket probe-datagram.socket probe-accept.socket \
   probe-http.service probe-noname.service probe-datagram.service
 in_sandbox systemctl reset-failed
