@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # CI for the example (called by .ci/run): builds hello-http as its own package (it depends on
-# this repository by path) and runs its end-to-end test under systemd 252 and 254. Prints the
+# this repository by path) and runs its end-to-end test under systemd 252, 254 and 257. Prints the
 # test's closing "N passed, M failed" line; exits non-zero if the build or any check failed.
 # Needs root (the end-to-end test boots systemd in namespaces) and python3.
 set -uo pipefail

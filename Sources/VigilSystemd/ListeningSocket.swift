@@ -165,12 +165,13 @@ public struct ListeningSocket: Sendable, Hashable {
             let shown = descriptors.prefix(6).map { "fd \($0.fileDescriptor) '\($0.name)'" }
             return shown.joined(separator: ", ") + (descriptors.count > shown.count ? ", …" : "")
         }
-        // With Accept=yes systemd passes one connection per service instance and names it
-        // "connection", whatever FileDescriptorName= says: name the real cause.
+        // With Accept=yes systemd passes one connection per service instance; before 257 it names
+        // it "connection", whatever FileDescriptorName= says (257 uses that name, and adopt(_:for:)
+        // finds it is not listening): name the real cause.
         if matching.isEmpty, let connection = passed.first(where: { $0.name == "connection" && !isListening($0) }) {
             throw ListeningSocketError(
                 .notListening,
-                "systemd passed fd \(connection.fileDescriptor) 'connection', a connection rather than a listening socket, as Accept=yes passes (under that name whatever FileDescriptorName= says): use Accept=no in the .socket unit"
+                "systemd passed fd \(connection.fileDescriptor) 'connection', a connection rather than a listening socket, as Accept=yes passes (systemd before 257 names it so whatever FileDescriptorName= says): use Accept=no in the .socket unit"
             )
         }
         if matching.isEmpty {

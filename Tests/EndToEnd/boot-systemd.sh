@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Boots a real systemd as PID 1 of its own namespaces, for Vigil's end-to-end tests.
 #
-#   boot-systemd.sh WORKDIR [OVERLAY_LOWER_EXTRA]
+#   boot-systemd.sh [--root ROOT] [--bind DIR]... WORKDIR [OVERLAY_LOWER_EXTRA]
 #
 # Prints the host pid of that systemd on stdout once it is running and exits; systemd keeps
 # running in the background. Talk to it with `nsenter -t PID -a systemctl …`, copy files in
@@ -11,7 +11,20 @@
 #
 # OVERLAY_LOWER_EXTRA, when given, is a directory whose files are laid over the host root inside
 # the sandbox, e.g. an unpacked newer systemd.
+#
+# --root ROOT boots a whole other root instead of the host's (the overlay's lower dir), e.g. a
+# Debian 13 root made by fetch-debian-13.sh; --bind DIR makes the host's DIR visible read-only at
+# the same path inside, e.g. the Swift runtime a debug build of vigild links.
 set -euo pipefail
+lower=/
+binds=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --root) lower=$(realpath "$2"); shift 2 ;;
+    --bind) binds+=("$(realpath "$2")"); shift 2 ;;
+    *) break ;;
+  esac
+done
 work=$1
 extra=${2:-}
 mkdir -p "$work"
@@ -20,7 +33,7 @@ case $(realpath "$work") in /tmp/*|/var/tmp/*|/run/*) ;; *) echo "WORKDIR must b
 stage2=$(mktemp "$work/stage2.XXXXXX")
 cat > "$stage2" <<'STAGE2'
 set -euo pipefail
-work=$1; extra=$2
+work=$1; extra=$2; lower=$3; shift 3
 # /proc is still the host's here: the parent of `cut` is this shell, as the host numbers it,
 # and systemd keeps that pid when it replaces the shell.
 cut -d' ' -f4 /proc/self/stat > "$work/pid"
@@ -28,10 +41,15 @@ root=$work/root
 mkdir -p "$root"
 mount -t tmpfs -o size=512m,mode=755 vigil-e2e "$root"
 mkdir -p "$root/upper" "$root/work" "$root/merged"
-mount -t overlay overlay -o "lowerdir=/,upperdir=$root/upper,workdir=$root/work" "$root/merged"
+mount -t overlay overlay -o "lowerdir=$lower,upperdir=$root/upper,workdir=$root/work" "$root/merged"
 m=$root/merged
 # Overlay refuses a second lower layer nested in the first, so extra files are copied on top.
 [ -n "$extra" ] && cp -a "$extra/." "$m/"
+for dir in "$@"; do
+  mkdir -p "$m$dir"
+  mount --bind "$dir" "$m$dir"
+  mount -o remount,bind,ro "$m$dir"
+done
 mount -t proc proc "$m/proc"
 mount -t sysfs -o ro sysfs "$m/sys"
 mount -t cgroup2 cgroup2 "$m/sys/fs/cgroup"
@@ -88,14 +106,26 @@ cgroups=$work/cgroup
 mkdir -p "$cgroups"
 log=$work/systemd.log
 # A private mount namespace with a cgroup2 hierarchy of its own; the sandbox's cgroup becomes the
-# root of the new cgroup namespace, where systemd manages its units.
+# root of the new cgroup namespace, where systemd manages its units. The cgroup is this boot's
+# own: sandboxes booted at once (run.sh's versions) would otherwise share one tree, and one
+# systemd would kill the other's processes and remove its cgroups. When systemd is gone, the
+# tree it left is removed.
 unshare --mount --propagation private bash -c '
   set -e
+  cgroup=vigil-e2e-$2
   mount -t cgroup2 cgroup2 "$1"
-  mkdir -p "$1/sandbox"
-  echo $$ > "$1/sandbox/cgroup.procs"
-  exec unshare --pid --fork --cgroup --uts --ipc --net --kill-child bash "$2" "$3" "$4"
-' vigil-e2e "$cgroups" "$stage2" "$work" "$extra" >"$log" 2>&1 &
+  # Relative paths from here on: the caller may remove WORKDIR while this cleans up.
+  cd "$1"
+  mkdir "$cgroup"
+  bash -c "echo \$\$ > $cgroup/cgroup.procs; exec unshare --pid --fork --cgroup --uts --ipc --net --kill-child bash \"\$@\"" \
+    sandbox "${@:3}" &
+  wait $! || true
+  for _ in $(seq 1 50); do
+    find "$cgroup" -depth -type d -exec rmdir {} + 2>/dev/null || true
+    [ -d "$cgroup" ] || break
+    sleep 0.1
+  done
+' vigil-e2e "$cgroups" "$$" "$stage2" "$work" "$extra" "$lower" "${binds[@]}" >"$log" 2>&1 &
 outer=$!
 for _ in $(seq 1 200); do
   pid=$(cat "$work/pid" 2>/dev/null || true)

@@ -3,11 +3,20 @@
 # installing it: apt downloads with a private source list, dpkg-deb extracts.
 #
 #   fetch-systemd-254.sh DIR
+#
+# DIR is kept across runs (lib.sh uses /var/cache/vigil-e2e/systemd-254): it appears only once
+# complete, and concurrent runs wait for each other (flock).
 set -euo pipefail
 dir=$1
+mkdir -p "$(dirname "$dir")"
+exec 9>"$dir.lock"
+flock 9
 [ -x "$dir/usr/lib/systemd/systemd" ] && exit 0
 state=$(mktemp -d /tmp/vigil-backports.XXXXXX)
-trap 'rm -rf "$state"' EXIT
+trap 'rm -rf "$state" "$dir.partial"' EXIT
+final=$dir
+dir=$dir.partial
+rm -rf "$dir"
 echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm-backports main" \
   > "$state/sources.list"
 mkdir -p "$state/lists/partial" "$state/cache/archives/partial" "$state/debs"
@@ -27,3 +36,4 @@ for top in bin sbin lib lib64; do
   fi
 done
 "$dir/usr/lib/systemd/systemd" --version >/dev/null 2>&1 || [ -f "$dir/usr/lib/x86_64-linux-gnu/systemd/libsystemd-core-254.so" ]
+mv "$dir" "$final"

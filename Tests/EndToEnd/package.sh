@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
 # Installs the .deb with `apt install` in a real systemd with no Swift toolchain (removed from
 # the sandbox's overlay; the host keeps it) and checks that the service runs, reloads, logs to
-# the journal, and stops on removal. Needs root.
+# the journal, and stops on removal: on Debian 12 (systemd 252, the host's root) and Debian 13
+# (systemd 257, a root of its own: see lib.sh), at once. Needs root.
 #
 #   package.sh VIGILD_DEB
 #
-# Prints one line per check and a closing "N passed, M failed".
+# Prints one line per check, each naming its systemd ("257: …"), and a closing
+# "N passed, M failed".
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 deb=$(realpath "$1")
 work=$(mktemp -d /tmp/vigil-deb.XXXXXX)
 # shellcheck source=lib.sh
 . "$here/lib.sh"
+per_systemd_version "252 257" "$0" "$deb"
 
-pid=$("$here/boot-systemd.sh" "$work/systemd") || { echo "FAIL - boot systemd"; echo "0 passed, 1 failed"; exit 1; }
+pid=$(boot_systemd "$work/systemd") || { echo "FAIL - ${check_prefix}boot systemd"; echo "0 passed, 1 failed"; exit 1; }
 root=/proc/$pid/root
-# A clean Debian 12 has no Swift: remove the toolchain from the sandbox's view.
+check_booted_version
+# A clean Debian 12 has no Swift: remove the toolchain from the sandbox's view (the Debian 13
+# root never had it).
 rm -rf "$root/opt/swift"
 # Container images carry Docker's policy-rc.d, which forbids starting services; Debian does not.
 rm -f "$root/usr/sbin/policy-rc.d"

@@ -5,15 +5,18 @@
 #
 #   run.sh VIGILD_BINARY
 #
-# Prints one line per check and a closing "N passed, M failed"; exits non-zero if any failed.
+# Runs the whole suite on systemd 252, 254 and 257 at once (lib.sh says where each comes from;
+# VIGIL_E2E_SYSTEMD=257 runs one, e.g. while working on a check). Prints one line per check, each
+# naming its version ("257: …"), and a closing "N passed, M failed"; exits non-zero if any failed.
 # The systemd it boots is powered off on exit, whatever happens.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 project=$(cd "$here/../.." && pwd)
-binary=$1
+binary=$(realpath "$1")
 work=$(mktemp -d /tmp/vigil-e2e.XXXXXX)
 # shellcheck source=lib.sh
 . "$here/lib.sh"
+per_systemd_version "252 254 257" "$0" "$binary"
 show() { in_sandbox systemctl show -P "$1" vigild; }
 
 # wait_until SECONDS COMMAND...: polls a state that has no event to await (systemctl show).
@@ -57,17 +60,21 @@ status_field() { status_json | python3 -c "import json,sys; d=json.load(sys.stdi
 
 write_config() { printf '%s\n' "$1" > "/proc/$pid/root/etc/vigild/vigild.json"; }
 
-echo "# booting systemd"
-pid=$("$here/boot-systemd.sh" "$work/systemd") || { echo "FAIL - boot systemd"; echo "0 passed, 1 failed"; exit 1; }
+echo "# booting systemd ${VIGIL_E2E_SYSTEMD}"
+pid=$(boot_systemd "$work/systemd" "$binary" "$(dirname "$binary")/vigil-socket-probe") ||
+  { echo "FAIL - ${check_prefix}boot systemd"; echo "0 passed, 1 failed"; exit 1; }
 root=/proc/$pid/root
 export pid
 echo "# systemd $(in_sandbox systemctl --version | head -1 | cut -d' ' -f2) running as host pid $pid"
+check_booted_version
 
 install -m 0755 "$binary" "$root/usr/bin/vigild"
 install -m 0644 "$project/systemd/vigild.service" "$root/etc/systemd/system/vigild.service"
 mkdir -p "$root/etc/vigild"
 write_config '{ "heartbeat": { "interval": 0.3, "message": "alive" }, "persistence": { "checkpointInterval": 0 } }'
 in_sandbox systemctl daemon-reload
+check "vigild's shared libraries all resolve in the sandbox" bash -c "
+  out=\$(nsenter -t $pid -a ldd /usr/bin/vigild) && ! echo \"\$out\" | grep 'not found'"
 
 check "systemd-analyze verify is clean" bash -c "out=\$(nsenter -t $pid -a systemd-analyze verify /etc/systemd/system/vigild.service 2>&1); echo \"\$out\"; [ -z \"\$out\" ]"
 check "systemd-analyze security: exposure 1.0 or less" bash -c "
@@ -199,70 +206,8 @@ in_sandbox systemctl stop vigild
 # shellcheck source=systemd-features.sh
 . "$here/systemd-features.sh"
 
-# --- systemd 254: the same unit, one reload per request, a rejected one fails ---
-# Type=notify-reload was tried and dropped (systemd/README.md): with ExecReload= emptied a rejected
-# configuration gives "Reloaded" (exit 0); with ExecReload= kept every request reloads twice.
-echo "# systemd 254 with the shipped unit"
-kill -s SIGRTMIN+4 "$pid"
-for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-check "systemd 254 unpacked from bookworm-backports" "$here/fetch-systemd-254.sh" "$work/systemd-254"
-if pid=$("$here/boot-systemd.sh" "$work/systemd254" "$work/systemd-254"); then
-  export pid
-  root=/proc/$pid/root
-  check "systemd 254 is running" bash -c "nsenter -t $pid -a systemctl --version | head -1 | grep -q '^systemd 254'"
-  install -m 0755 "$binary" "$root/usr/bin/vigild"
-  install -m 0644 "$project/systemd/vigild.service" "$root/etc/systemd/system/vigild.service"
-  mkdir -p "$root/etc/vigild"
-  write_config '{ "heartbeat": { "interval": 0.3, "message": "alive" } }'
-  in_sandbox systemctl daemon-reload
-  check "254: systemd-analyze verify is clean" bash -c "out=\$(nsenter -t $pid -a systemd-analyze verify /etc/systemd/system/vigild.service 2>&1); echo \"\$out\"; [ -z \"\$out\" ]"
-  check "254: start returns after readiness" bash -c "
-    nsenter -t $pid -a systemctl start vigild &&
-    [ \"\$(nsenter -t $pid -a systemctl show -P ActiveState vigild)\" = active ] &&
-    [ \"\$(nsenter -t $pid -a systemctl show -P StatusText vigild)\" = 'Running (generation 1)' ]"
-  main_pid=$(show MainPID)
-  # reloads_since CURSOR: the reload outcomes logged since CURSOR, in order (applied/rejected).
-  reloads_since() {
-    journal --after-cursor="$1" | python3 -c '
-import json, sys
-ids = {"7dd32b12fecb4f54b882f1a4b4061f72": "applied", "9475ebda59634e2fb407cda3695425bc": "rejected"}
-print(" ".join(ids[e["MESSAGE_ID"]] for e in map(json.loads, sys.stdin) if e.get("MESSAGE_ID") in ids))'
-  }
-  # One request, then a SIGUSR1 whose checkpoint entry marks the end: a second reload, had the
-  # request caused one, would be logged before it (one event at a time).
-  one_request() { # one_request EXPECTED_EXIT EXPECTED_OUTCOME
-    local before rc
-    before=$(cursor)
-    in_sandbox systemctl reload vigild; rc=$?
-    in_sandbox systemctl kill --kill-who=main -s USR1 vigild
-    await_entry 10 "$before" "e.get('VIGIL_EVENT') == 'checkpoint'" >/dev/null || { echo "no checkpoint"; return 1; }
-    local seen; seen=$(reloads_since "$before")
-    echo "exit $rc, reloads: [$seen]"
-    if [ "$1" = 0 ]; then [ "$rc" = 0 ]; else [ "$rc" != 0 ]; fi && [ "$seen" = "$2" ]
-  }
-  export -f one_request reloads_since journal cursor
-  write_config '{ "heartbeat": { "interval": 0.3, "message": "changed" } }'
-  check "254: good reload exits 0, exactly one reload" one_request 0 applied
-  check "254: vigild status right after shows generation 2" bash -c "
-    nsenter -t $pid -a vigild status --json | python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(0 if d[\"generation\"] == 2 and d[\"heartbeat\"][\"message\"] == \"changed\" else 1)'"
-  write_config '{ "heartbeat": { "interval": -1 } }'
-  check "254: bad reload exits non-zero, exactly one reload" one_request 1 rejected
-  # (StatusText now shows the SIGUSR1 report; vigild status keeps the last reload's outcome.)
-  check "254: after the bad reload still active on generation 2, the rejection recorded" bash -c "
-    [ \"\$(nsenter -t $pid -a systemctl show -P ActiveState vigild)\" = active ] &&
-    [ \"\$(nsenter -t $pid -a systemctl show -P MainPID vigild)\" = $main_pid ] &&
-    nsenter -t $pid -a vigild status --json | python3 -c 'import json,sys; d=json.load(sys.stdin); r=d[\"lastReload\"]; sys.exit(0 if d[\"generation\"] == 2 and r[\"result\"] == \"rejected\" and \"heartbeat.interval\" in r.get(\"reason\", \"\") else 1)'"
-  write_config '{ "heartbeat": { "interval": 0.3, "message": "again" } }'
-  check "254: the next good reload exits 0, exactly one reload, generation 3" bash -c "
-    one_request 0 applied &&
-    nsenter -t $pid -a vigild status --json | python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin)[\"generation\"] == 3 else 1)'"
-  check "254: stop exits cleanly" bash -c "
-    nsenter -t $pid -a systemctl stop vigild &&
-    [ \"\$(nsenter -t $pid -a systemctl show -P Result vigild)\" = success ]"
-  . "$here/reload-stop.sh"
-else
-  failed=$((failed + 1)); echo "FAIL - boot systemd 254"
-fi
+# shellcheck source=reload-once.sh
+. "$here/reload-once.sh"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -42,10 +42,18 @@ check "socket activation: a datagram socket is refused with the ListenStream= to
   nsenter -t $pid -a journalctl -u probe-datagram.service --no-pager -o cat |
   grep -qF \"error: notAStreamSocket: fd 3 'http' is a datagram socket: use ListenStream=127.0.0.1:0 (not ListenDatagram=) in the .socket unit\""
 ask 8083 >/dev/null 2>&1
-# systemd names an Accept=yes connection 'connection', ignoring FileDescriptorName=.
-check "socket activation: a connection (Accept=yes) is refused with Accept=no to use" wait_until 10 bash -c "
-  nsenter -t $pid -a journalctl --no-pager -o cat -u 'probe-accept@*' |
-  grep -qF \"error: notListening: systemd passed fd 3 'connection', a connection rather than a listening socket, as Accept=yes passes (under that name whatever FileDescriptorName= says): use Accept=no in the .socket unit\""
+# systemd before 257 names an Accept=yes connection 'connection', ignoring FileDescriptorName=;
+# 257 passes it under FileDescriptorName= (NEWS: an incompatible change of 257).
+if [ "${VIGIL_E2E_SYSTEMD:-252}" -ge 257 ]; then
+  accept_error="error: notListening: fd 3 'http' is a stream socket that is not listening (a connection, as Accept=yes passes): use Accept=no in the .socket unit"
+else
+  accept_error="error: notListening: systemd passed fd 3 'connection', a connection rather than a listening socket, as Accept=yes passes (systemd before 257 names it so whatever FileDescriptorName= says): use Accept=no in the .socket unit"
+fi
+accept_refused() {
+  wait_until 10 bash -c "nsenter -t $pid -a journalctl --no-pager -o cat -u 'probe-accept@*' | grep -qF \"$accept_error\"" ||
+    { in_sandbox journalctl --no-pager -o cat -u 'probe-accept*' | uniq -c | tail -n 8; return 1; }
+}
+check "socket activation: a connection (Accept=yes) is refused with Accept=no to use" accept_refused
 in_sandbox systemctl stop probe-http.socket probe-noname.socket probe-datagram.socket probe-accept.socket \
   probe-http.service probe-noname.service probe-datagram.service
 in_sandbox systemctl reset-failed

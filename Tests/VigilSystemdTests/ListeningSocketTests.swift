@@ -196,7 +196,7 @@ import VigilSystemd
     }
 
     @Test func aConnectionFromAcceptYesIsNamedAsSuch() throws {
-        // systemd 252 names an Accept=yes connection "connection" whatever FileDescriptorName= says.
+        // systemd 252-256 name an Accept=yes connection "connection" whatever FileDescriptorName= says.
         var pair: [Int32] = [0, 0]
         try #require(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0)
         defer { for end in pair { close(end) } }
@@ -207,7 +207,7 @@ import VigilSystemd
         #expect(error?.code == .notListening)
         #expect(
             error?.message
-                == "systemd passed fd \(pair[0]) 'connection', a connection rather than a listening socket, as Accept=yes passes (under that name whatever FileDescriptorName= says): use Accept=no in the .socket unit"
+                == "systemd passed fd \(pair[0]) 'connection', a connection rather than a listening socket, as Accept=yes passes (systemd before 257 names it so whatever FileDescriptorName= says): use Accept=no in the .socket unit"
         )
     }
 

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # hello-http's end-to-end test: installs the example as a systemd unit (and its .socket unit) in a
-# real systemd 252, then in systemd 254, each booted in its own namespaces by the project's
-# Tests/EndToEnd/boot-systemd.sh, and checks what an admin and a client see. Needs root.
+# real systemd 252, 254 and 257 at once, each booted in its own namespaces by the project's
+# Tests/EndToEnd/lib.sh (which says where each version comes from; VIGIL_E2E_SYSTEMD=257 runs
+# one), and checks what an admin and a client see. Needs root.
 #
 #   run.sh HELLO_HTTP_BINARY
 #
-# Prints one line per check and a closing "N passed, M failed"; exits non-zero if any failed.
+# Prints one line per check, each naming its systemd ("257: …"), and a closing
+# "N passed, M failed"; exits non-zero if any failed.
 # Each systemd it boots is powered off on exit, whatever happens. Requests go over the sandbox's
 # own loopback (client.py, python3), in bounded loops.
 set -uo pipefail
@@ -13,10 +15,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 example=$(cd "$here/../.." && pwd)
 project=$(cd "$example/../.." && pwd)
 e2e=$project/Tests/EndToEnd
-binary=$1
+binary=$(realpath "$1")
 work=$(mktemp -d /tmp/hello-http-e2e.XXXXXX)
 # shellcheck source=../../../../Tests/EndToEnd/lib.sh
 . "$e2e/lib.sh"
+per_systemd_version "252 254 257" "$0" "$binary"
 
 # wait_until SECONDS COMMAND...: polls a state that has no event to await (systemctl show).
 wait_until() {
@@ -50,7 +53,7 @@ request() { in_sandbox python3 /tmp/client.py "$@"; }
 write_config() { printf '%s\n' "$1" > "$root/etc/hello-http/hello-http.json"; }
 export -f wait_until show cursor await_entry request in_sandbox
 
-# suite LABEL: every check against the systemd at $pid.
+# suite VERSION: every check against the systemd at $pid (check names the version).
 suite() {
   local v=$1
   root=/proc/$pid/root
@@ -62,36 +65,36 @@ suite() {
   write_config '{ "greeting": "hello one" }'
   in_sandbox systemctl daemon-reload
 
-  check "$v: systemd-analyze verify is clean for both units" bash -c "
+  check "systemd-analyze verify is clean for both units" bash -c "
     out=\$(nsenter -t $pid -a systemd-analyze verify /etc/systemd/system/hello-http.service /etc/systemd/system/hello-http.socket 2>&1)
     echo \"\$out\"; [ -z \"\$out\" ]"
 
-  check "$v: systemd-analyze security: exposure 1.5 or less, as for vigild" bash -c "
+  check "systemd-analyze security: exposure 1.5 or less, as for vigild" bash -c "
     nsenter -t $pid -a systemd-analyze security hello-http.service | tail -1 | tee /dev/stderr |
     python3 -c 'import re,sys; v=float(re.search(r\"level for hello-http.service: ([0-9.]+)\", sys.stdin.read()).group(1)); sys.exit(0 if v <= 1.5 else 1)'"
 
   # --- readiness: READY=1 follows the bind, so nothing is refused once start returns ---
   local counts
   counts=$(in_sandbox bash -c 'systemctl start hello-http && python3 /tmp/client.py burst 50 /')
-  check "$v: 0 of 50 requests refused right after systemctl start returns (answered refused failed: $counts)" \
+  check "0 of 50 requests refused right after systemctl start returns (answered refused failed: $counts)" \
     test "$counts" = "50 0 0"
-  check "$v: GET / answers the configured greeting" bash -c '[ "$(request get /)" = "hello one" ]'
-  check "$v: it bound 127.0.0.1:8080 itself (no .socket unit)" bash -c "
+  check "GET / answers the configured greeting" bash -c '[ "$(request get /)" = "hello one" ]'
+  check "it bound 127.0.0.1:8080 itself (no .socket unit)" bash -c "
     nsenter -t $pid -a journalctl -u hello-http --no-pager -o cat | grep -qF 'Serving HTTP on 127.0.0.1:8080 (bound here)'"
 
   # --- reload: the outcome is the truth ---
   local main_pid; main_pid=$(show MainPID)
   write_config '{ "greeting": "hello two" }'
-  check "$v: a good systemctl reload exits 0 and the next request has the new greeting" bash -c '
+  check "a good systemctl reload exits 0 and the next request has the new greeting" bash -c '
     in_sandbox systemctl reload hello-http && [ "$(request get /)" = "hello two" ]'
   write_config '{ "greeting": "bad\u0007bell" }'
-  check "$v: a bad systemctl reload exits 1" bash -c 'in_sandbox systemctl reload hello-http; rc=$?; echo "exit $rc"; [ $rc = 1 ]'
-  check "$v: after the bad reload the old greeting is still served by the same process" bash -c "
+  check "a bad systemctl reload exits 1" bash -c 'in_sandbox systemctl reload hello-http; rc=$?; echo "exit $rc"; [ $rc = 1 ]'
+  check "after the bad reload the old greeting is still served by the same process" bash -c "
     [ \"\$(request get /)\" = 'hello two' ] && [ \"\$(show MainPID)\" = $main_pid ] && [ \"\$(show ActiveState)\" = active ]"
-  check "$v: systemctl status names the rejected key" bash -c "
+  check "systemctl status names the rejected key" bash -c "
     out=\$(nsenter -t $pid -a systemctl status --no-pager -n 20 hello-http); echo \"\$out\" | tail -5
     echo \"\$out\" | grep -q 'greeting: must not contain control characters'"
-  check "$v: /metrics shows vigil_reloads_total moved (1 applied, 1 rejected)" bash -c "
+  check "/metrics shows vigil_reloads_total moved (1 applied, 1 rejected)" bash -c "
     out=\$(request get /metrics); echo \"\$out\" | grep vigil_reloads
     echo \"\$out\" | grep -qx 'vigil_reloads_total{result=\"applied\"} 1' &&
     echo \"\$out\" | grep -qx 'vigil_reloads_total{result=\"rejected\"} 1'"
@@ -99,7 +102,7 @@ suite() {
   in_sandbox systemctl reload hello-http
 
   # --- the journal carries each request's fields ---
-  check "$v: the journal has a request entry with HTTP_METHOD, HTTP_PATH, HTTP_STATUS, HTTP_DURATION_MS" bash -c "
+  check "the journal has a request entry with HTTP_METHOD, HTTP_PATH, HTTP_STATUS, HTTP_DURATION_MS" bash -c "
     nsenter -t $pid -a journalctl -u hello-http -o json --no-pager | python3 -c '
 import json, sys
 for e in map(json.loads, sys.stdin):
@@ -115,15 +118,15 @@ sys.exit(1)'"
   local stop_rc slow_rc
   in_sandbox systemctl stop hello-http; stop_rc=$?
   wait "$slow"; slow_rc=$?
-  check "$v: systemctl stop waits for the in-flight 3 s request, which completes (Result=success)" bash -c "
+  check "systemctl stop waits for the in-flight 3 s request, which completes (Result=success)" bash -c "
     echo \"stop: exit $stop_rc; slow request: exit $slow_rc, body: \$(cat $work/slow.$v)\"
     [ $stop_rc = 0 ] && [ $slow_rc = 0 ] && [ \"\$(cat $work/slow.$v)\" = 'slow response done' ] && [ \"\$(show Result)\" = success ]"
 
   # --- socket activation: systemd holds the socket, nothing is refused across a restart ---
   in_sandbox systemctl start hello-http.socket
-  check "$v: the first connection to hello-http.socket starts the service, which answers" bash -c '
+  check "the first connection to hello-http.socket starts the service, which answers" bash -c '
     [ "$(request get /)" = "hello three" ] && [ "$(show ActiveState)" = active ]'
-  check "$v: the service adopted the socket systemd passed as 'http'" bash -c "
+  check "the service adopted the socket systemd passed as 'http'" bash -c "
     nsenter -t $pid -a journalctl -u hello-http --no-pager -o cat | grep -qF 'Serving HTTP on 127.0.0.1:8080 (passed by systemd)'"
   local directory=/tmp/loop-$v loop
   in_sandbox mkdir -p "$directory"
@@ -133,7 +136,7 @@ sys.exit(1)'"
   touch "$root$directory/restarted"
   wait "$loop"
   counts=$(cat "$work/loop.$v")
-  check "$v: 0 requests refused across systemctl restart with the .socket unit (answered refused failed: $counts)" bash -c "
+  check "0 requests refused across systemctl restart with the .socket unit (answered refused failed: $counts)" bash -c "
     cat $work/loop-errors.$v
     read -r answered refused failed <<< '$counts'; [ \"\$refused\" = 0 ] && [ \"\$failed\" = 0 ] && [ \"\$answered\" -gt 5 ]"
   in_sandbox systemctl stop hello-http.socket hello-http.service
@@ -146,7 +149,7 @@ sys.exit(1)'"
   before=$(cursor)
   in_sandbox systemctl start hello-http
   local wedged_pid; wedged_pid=$(show MainPID)
-  check "$v: a wedged health check: the watchdog kills the service and systemd restarts it" bash -c "
+  check "a wedged health check: the watchdog kills the service and systemd restarts it" bash -c "
     await_entry 30 '$before' \"'Watchdog timeout' in e.get('MESSAGE', '')\" &&
     wait_until 20 bash -c '[ \"\$(show NRestarts)\" -ge 1 ] && [ \"\$(show ActiveState)\" = active ] && [ \"\$(show MainPID)\" != $wedged_pid ]'"
   rm -r "$root/etc/systemd/system/hello-http.service.d"
@@ -155,23 +158,13 @@ sys.exit(1)'"
   in_sandbox systemctl reset-failed
 }
 
-echo "# booting systemd"
-pid=$("$e2e/boot-systemd.sh" "$work/systemd") || { echo "FAIL - boot systemd"; echo "0 passed, 1 failed"; exit 1; }
+echo "# booting systemd ${VIGIL_E2E_SYSTEMD}"
+pid=$(boot_systemd "$work/systemd" "$binary") ||
+  { echo "FAIL - ${check_prefix}boot systemd"; echo "0 passed, 1 failed"; exit 1; }
 export pid
 echo "# systemd $(in_sandbox systemctl --version | head -1 | cut -d' ' -f2) running as host pid $pid"
-suite 252
-
-echo "# systemd 254"
-kill -s SIGRTMIN+4 "$pid"
-for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-check "systemd 254 unpacked from bookworm-backports" "$e2e/fetch-systemd-254.sh" "$work/systemd-254"
-if pid=$("$e2e/boot-systemd.sh" "$work/systemd254" "$work/systemd-254"); then
-  export pid
-  check "systemd 254 is running" bash -c "nsenter -t $pid -a systemctl --version | head -1 | grep -q '^systemd 254'"
-  suite 254
-else
-  failed=$((failed + 1)); echo "FAIL - boot systemd 254"
-fi
+check_booted_version
+suite "$VIGIL_E2E_SYSTEMD"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
