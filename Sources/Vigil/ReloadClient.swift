@@ -43,6 +43,9 @@ package struct ReloadClient: Sendable {
             file: file,
             name: name,
             directoryOwner: directory.owner,
+            holdsInstanceLock: {
+                InstanceLockHolder.holds($0, lock: directory.path(of: InstanceLock.fileName), owner: directory.owner)
+            },
             mainPID: directories.environment.directory("MAINPID")
         )
         let interruption = ClientInterruption(name: name)
@@ -112,6 +115,9 @@ package struct ReloadClient: Sendable {
     ///   - directoryOwner: who owns the directory that holds the status file.
     ///   - startTime: the start time of a pid, `nil` when `/proc` does not show it.
     ///   - processOwner: the user a pid runs as, `nil` when `/proc` does not show it.
+    ///   - holdsInstanceLock: whether a pid holds the `instance.lock` of the file's directory:
+    ///     proof enough where the directory's owner is not the process's user (systemd 257 maps
+    ///     a `DynamicUser=` unit's preserved runtime directory, owned by `nobody` outside it).
     ///   - mainPID: `$MAINPID`, as systemd sets it for `ExecReload=`.
     package static func verifiedDaemon(
         _ status: RuntimeStatus,
@@ -121,6 +127,7 @@ package struct ReloadClient: Sendable {
         directoryOwner: uid_t,
         startTime: (Int32) -> UInt64? = ProcessStartTime.of,
         processOwner: (Int32) -> uid_t? = Self.processOwner,
+        holdsInstanceLock: (Int32) -> Bool = { _ in false },
         mainPID: String?
     ) throws(ControlClientError) -> Int32 {
         if let requested, requested != status.pid {
@@ -155,7 +162,7 @@ package struct ReloadClient: Sendable {
             if mainPID == "\(pid)" { return pid }
             throw ControlClientError("refusing to signal pid \(pid): who runs it cannot be read from /proc/\(pid)")
         }
-        guard user == directoryOwner else {
+        guard user == directoryOwner || holdsInstanceLock(pid) else {
             throw ControlClientError(
                 "refusing to signal pid \(pid): it runs as uid \(user), but \(file) is in a directory of uid \(directoryOwner), and a \(name) writes its own status file"
             )

@@ -22,7 +22,14 @@ package struct StatusClient: Sendable {
             stale = Self.notRunning(
                 status,
                 file: directory.path(of: RuntimeStatus.fileName),
-                directoryOwner: directory.owner
+                directoryOwner: directory.owner,
+                holdsInstanceLock: {
+                    InstanceLockHolder.holds(
+                        $0,
+                        lock: directory.path(of: InstanceLock.fileName),
+                        owner: directory.owner
+                    )
+                }
             )
         } catch {
             output.error("\(name) status: \(error)")
@@ -51,7 +58,8 @@ package struct StatusClient: Sendable {
         file: String,
         directoryOwner: uid_t,
         startTime: (Int32) -> UInt64? = ProcessStartTime.of,
-        processOwner: (Int32) -> uid_t? = ReloadClient.processOwner
+        processOwner: (Int32) -> uid_t? = ReloadClient.processOwner,
+        holdsInstanceLock: (Int32) -> Bool = { _ in false }
     ) -> String? {
         let pid = status.pid
         // Pid 1 is a daemon's own in a PID namespace of its own (PrivatePIDs=); nothing is
@@ -66,7 +74,7 @@ package struct StatusClient: Sendable {
         if let actual = startTime(pid), let recorded = status.processStartTime, actual != recorded {
             return "\(file) describes pid \(pid), which is no longer running (another process has that pid now)"
         }
-        if let user = processOwner(pid), user != directoryOwner {
+        if let user = processOwner(pid), user != directoryOwner, !holdsInstanceLock(pid) {
             return
                 "\(file) names pid \(pid), which runs as uid \(user), not as the directory's owner (uid \(directoryOwner))"
         }
