@@ -17,7 +17,7 @@ struct Options {
     var workDirectory = "/tmp/vigil-benchmarks"
     var runtimeDirectory = "/run/vigil-benchmarks"
     var cycles = 20
-    var reloads = 25
+    var reloads = 50
     /// notifybench's default pause between reloads.
     var reloadGapMilliseconds = 10
     var idleSeconds = 5
