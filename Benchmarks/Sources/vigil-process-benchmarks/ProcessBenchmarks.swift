@@ -20,9 +20,9 @@ struct MeasuredDaemon {
 /// The notify socket, as systemd holds it: one datagram socket that the daemon's `sd_notify`
 /// writes to. The harness blocks on it (no tasks, no threads). Each datagram carries the kernel's
 /// time of the daemon's `sendmsg()` (`SO_TIMESTAMPNS`), as notifybench takes it: a round trip
-/// ends when the daemon sent its answer, not when this harness woke up to read it, so the
-/// harness's own wake-up (tens of µs on a loaded machine, the same for every daemon) does not
-/// pad every daemon's figure and pull the ratios toward 1. systemd itself sets no timestamp
+/// ends when the daemon sent its answer, not when this harness woke up to read it: the
+/// harness's own wake-up (5–10 µs here; 15–65 µs after the Go peer, whose threads keep the other
+/// CPU busy after READY=1) is not the daemon's work. systemd itself sets no timestamp
 /// option on its notify socket (only `SO_PASSCRED`): it sees the answer when its event loop
 /// wakes, the stamp plus its own wake-up; `received` is that time here.
 final class NotifySocket {
