@@ -5,7 +5,7 @@
 # hello-world) and the harness (Sources/vigil-process-benchmarks), then runs the four alternately
 # and prints a Markdown table ready to paste, each target met or not.
 #
-#   bash Benchmarks/run.sh      (as root) [--cycles N] [--reloads N] [--idle-seconds N]
+#   bash Benchmarks/run.sh      (as root) [--cycles N] [--reloads N] [--reload-gap-ms N] [--idle-seconds N]
 #
 # Installs with apt what is missing (libsystemd-dev via packaging/build-deps.sh, golang-go,
 # golang-github-coreos-go-systemd-dev). Runs as root: the daemons run in a private mount
@@ -28,7 +28,11 @@ if ! command -v go >/dev/null 2>&1 || [ ! -d /usr/share/gocode/src/github.com/co
     golang-go golang-github-coreos-go-systemd-dev >/dev/null
 fi
 work=$(mktemp -d /tmp/vigil-benchmarks.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+# The daemons' state directories and logs (stdout and stderr to a file each, as
+# StandardOutput=file: would): on tmpfs, as notifybench's runs with --tmp-dir /dev/shm, so that
+# a stop times the daemon's work, not the shared disk's fsyncs (1-14 ms here, from run to run).
+state=$(mktemp -d /dev/shm/vigil-benchmarks.XXXXXX)
+trap 'rm -rf "$work" "$state"' EXIT
 
 echo "# building (release)" >&2
 # vigild exactly as packaging/build-deb.sh builds it (the same script, the same flags).
@@ -53,4 +57,4 @@ unshare --mount --propagation private sh -c '
   --vigild "$work/vigild" --floor "$work/vigil-floor" \
   --go-peer "$work/vigil-go-peer" --swift-hello "$work/vigil-swift-hello" \
   --configuration "$work/benchmark.json" \
-  --work-directory "$work/work" --runtime-directory /run/vigil-benchmarks "$@"
+  --work-directory "$state/work" --runtime-directory /run/vigil-benchmarks "$@"

@@ -19,14 +19,29 @@ struct MeasuredDaemon {
 }
 
 /// The notify socket, as systemd holds it: one datagram socket that the daemon's `sd_notify`
-/// writes to. The harness blocks on it (no tasks, no threads), so what it times is the daemon.
+/// writes to. The harness blocks on it (no tasks, no threads). Each datagram carries the kernel's
+/// time of the daemon's `sendmsg()` (`SO_TIMESTAMPNS`), as notifybench takes it: a round trip
+/// ends when the daemon sent its answer, not when this harness woke up to read it: the
+/// harness's own wake-up (5–10 µs here; 15–65 µs after the Go peer, whose threads keep the other
+/// CPU busy after READY=1) is not the daemon's work. systemd itself sets no timestamp
+/// option on its notify socket (only `SO_PASSCRED`): it sees the answer when its event loop
+/// wakes, the stamp plus its own wake-up; `received` is that time here.
 final class NotifySocket {
     let path: String
     private let fd: Int32
 
+    /// `SO_TIMESTAMPNS` (`SO_TIMESTAMPNS_OLD` on 64-bit Linux: a `timespec` in `CLOCK_REALTIME`);
+    /// a macro Swift does not import.
+    private static let timestampOption: Int32 = 35
+
     init(path: String) throws {
         fd = try boundDatagramSocket(path: path)
         self.path = path
+        var on: Int32 = 1
+        guard setsockopt(fd, SOL_SOCKET, Self.timestampOption, &on, socklen_t(MemoryLayout<Int32>.size)) == 0 else {
+            close(fd)
+            throw BenchmarkError("cannot set SO_TIMESTAMPNS on \(path): errno \(errno)")
+        }
     }
 
     deinit {
@@ -34,27 +49,94 @@ final class NotifySocket {
         unlink(path)
     }
 
-    /// The next datagram's lines, or `nil` when none came within `timeoutMilliseconds`.
-    func receive(timeoutMilliseconds: Int32) -> [Substring]? {
+    /// One datagram: its lines, when the daemon sent it (the kernel's stamp mapped onto
+    /// `CLOCK_MONOTONIC`) and when this harness read it.
+    struct Datagram {
+        var lines: [Substring]
+        var sent: UInt64
+        var received: UInt64
+    }
+
+    /// `CLOCK_REALTIME − CLOCK_MONOTONIC` in ns: the realtime read between two monotonic
+    /// reads, the narrowest of three (a preemption between the reads would skew it).
+    private static func realtimeOffset() -> Int64 {
+        var best: (offset: Int64, width: UInt64)?
+        for _ in 0..<3 {
+            let before = Monotonic.now()
+            var realtime = timespec()
+            clock_gettime(CLOCK_REALTIME, &realtime)
+            let after = Monotonic.now()
+            let wall = Int64(realtime.tv_sec) * 1_000_000_000 + Int64(realtime.tv_nsec)
+            let offset = wall - Int64((before + after) / 2)
+            if best == nil || after - before < best!.width { best = (offset, after - before) }
+        }
+        return best!.offset
+    }
+
+    /// The next datagram, or `nil` when none came within `timeoutMilliseconds`.
+    func receive(timeoutMilliseconds: Int32) -> Datagram? {
         var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         guard poll(&descriptor, 1, timeoutMilliseconds) > 0 else { return nil }
         var buffer = [UInt8](repeating: 0, count: 4096)
-        let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        // Room for a few control messages (credentials, the timestamp): 8-byte aligned.
+        var control = [UInt64](repeating: 0, count: 16)
+        var stamp: Int64?
+        let count = buffer.withUnsafeMutableBytes { data in
+            control.withUnsafeMutableBytes { controlBytes in
+                var vector = iovec(iov_base: data.baseAddress, iov_len: data.count)
+                return withUnsafeMutablePointer(to: &vector) { vectorPointer in
+                    var message = msghdr()
+                    message.msg_iov = vectorPointer
+                    message.msg_iovlen = 1
+                    message.msg_control = controlBytes.baseAddress
+                    message.msg_controllen = controlBytes.count
+                    let count = recvmsg(fd, &message, 0)
+                    // struct cmsghdr: size_t len, int level, int type, then the data, 8-aligned.
+                    var offset = 0
+                    while count >= 0, offset + 16 <= message.msg_controllen {
+                        let length = Int(controlBytes.load(fromByteOffset: offset, as: UInt64.self))
+                        let level = controlBytes.load(fromByteOffset: offset + 8, as: Int32.self)
+                        let type = controlBytes.load(fromByteOffset: offset + 12, as: Int32.self)
+                        guard length >= 16 else { break }
+                        if level == SOL_SOCKET, type == Self.timestampOption, length >= 32 {
+                            let seconds = controlBytes.load(fromByteOffset: offset + 16, as: Int64.self)
+                            let nanoseconds = controlBytes.load(fromByteOffset: offset + 24, as: Int64.self)
+                            stamp = seconds * 1_000_000_000 + nanoseconds
+                        }
+                        offset += (length + 7) & ~7
+                    }
+                    return count
+                }
+            }
+        }
+        let received = Monotonic.now()
         guard count > 0 else { return nil }
-        return String(decoding: buffer[..<count], as: UTF8.self).split(separator: "\n")
+        var sent = received
+        if let stamp {
+            let mapped = stamp - Self.realtimeOffset()
+            // Never later than the read; a stamp from a stepped clock counts as the read.
+            if mapped > 0, UInt64(mapped) <= received, received - UInt64(mapped) < 5_000_000_000 {
+                sent = UInt64(mapped)
+            }
+        }
+        return Datagram(
+            lines: String(decoding: buffer[..<count], as: UTF8.self).split(separator: "\n"),
+            sent: sent,
+            received: received
+        )
     }
 
-    /// Waits for a datagram holding the line `line`; returns the monotonic time it arrived.
-    func await(_ line: String, timeoutMilliseconds: Int32 = 10_000, from daemon: String) throws -> UInt64 {
+    /// Waits for a datagram holding the line `line`; returns it.
+    func await(_ line: String, timeoutMilliseconds: Int32 = 10_000, from daemon: String) throws -> Datagram {
         let deadline = Monotonic.now() + UInt64(timeoutMilliseconds) * 1_000_000
         while true {
             let now = Monotonic.now()
             guard now < deadline,
-                let lines = receive(timeoutMilliseconds: Int32((deadline - now) / 1_000_000) + 1)
+                let datagram = receive(timeoutMilliseconds: Int32((deadline - now) / 1_000_000) + 1)
             else {
                 throw BenchmarkError("\(daemon) sent no \(line) within \(timeoutMilliseconds) ms")
             }
-            if lines.contains(where: { $0 == line }) { return Monotonic.now() }
+            if datagram.lines.contains(where: { $0 == line }) { return datagram }
         }
     }
 
@@ -102,12 +184,18 @@ final class NotifySocket {
         while true {
             let now = Monotonic.now()
             guard now < deadline else { return seen }
-            if let lines = receive(timeoutMilliseconds: Int32((deadline - now) / 1_000_000) + 1),
-                lines.contains(where: { $0 == line })
+            if let datagram = receive(timeoutMilliseconds: Int32((deadline - now) / 1_000_000) + 1),
+                datagram.lines.contains(where: { $0 == line })
             {
                 seen += 1
             }
         }
+    }
+
+    /// Reads (and so keeps off the next round trip) whatever arrives for `nanoseconds`: the
+    /// pause between two reloads, as `systemctl reload`s are apart.
+    func pause(nanoseconds: UInt64) {
+        _ = count("", untilNanoseconds: Monotonic.now() + nanoseconds)
     }
 }
 
@@ -122,6 +210,8 @@ private final class NotifyDrain: Sendable {
 struct CycleSample {
     var start: UInt64
     var reloads: [UInt64]
+    /// The same reloads up to the harness's wake-up on READY=1: what systemd's own clock sees.
+    var reloadsSeen: [UInt64]
     /// Reloads with the configuration file rewritten before each signal.
     var editedReloads: [UInt64]
     var stop: UInt64
@@ -181,6 +271,11 @@ struct ProcessBenchmarks {
     var configuration: String
     var cycles: Int
     var reloadsPerCycle: Int
+    /// The pause before each reload (notifybench's default, 10 ms): `systemctl reload`s come
+    /// seconds apart, so a reload finds the daemon asleep and its caches cold, and its deferred
+    /// work (vigild's status file, 1 ms after READY=1) done. Back to back (0) a reload finds
+    /// everything hot: 30 µs instead of 150 for the C floor here, and a different ratio.
+    var reloadGapNanoseconds: UInt64
     var idleSeconds: Int
     /// tmpfs, as systemd's `RuntimeDirectory=` is: vigild rewrites its status file there.
     var runtimeDirectory: String
@@ -238,26 +333,32 @@ struct ProcessBenchmarks {
         let pid = try spawn(daemon, tag: tag, socket: socket)
         var exited = false
         defer { if !exited { kill(pid, SIGKILL) } }
-        let ready = try socket.await("READY=1", from: daemon.name)
+        let ready = try socket.await("READY=1", from: daemon.name).sent
         let memory = Memory(pid: pid)
         var reloads: [UInt64] = []
+        var reloadsSeen: [UInt64] = []
         for _ in 0..<reloadsPerCycle {
+            socket.pause(nanoseconds: reloadGapNanoseconds)
             let sent = Monotonic.now()
             kill(pid, SIGHUP)
             _ = try socket.await("RELOADING=1", from: daemon.name)
-            reloads.append(try socket.await("READY=1", from: daemon.name) - sent)
+            let answer = try socket.await("READY=1", from: daemon.name)
+            reloads.append(answer.sent - sent)
+            reloadsSeen.append(answer.received - sent)
         }
         // The same with an edited file: what `systemctl reload` after an edit costs (a daemon
         // that skips work for unchanged bytes does it all here).
         var editedReloads: [UInt64] = []
         for index in 0..<reloadsPerCycle {
+            socket.pause(nanoseconds: reloadGapNanoseconds)
             try rewriteConfiguration(configurationVersions[index % configurationVersions.count])
             let sent = Monotonic.now()
             kill(pid, SIGHUP)
             _ = try socket.await("RELOADING=1", from: daemon.name)
-            editedReloads.append(try socket.await("READY=1", from: daemon.name) - sent)
+            editedReloads.append(try socket.await("READY=1", from: daemon.name).sent - sent)
         }
         try rewriteConfiguration(configurationVersions[0])
+        socket.pause(nanoseconds: reloadGapNanoseconds)
         var status: Int32 = 0
         let (stopSent, stopped) = try socket.draining { () -> (UInt64, UInt64) in
             let sent = Monotonic.now()
@@ -272,6 +373,7 @@ struct ProcessBenchmarks {
         return CycleSample(
             start: ready - began,
             reloads: reloads,
+            reloadsSeen: reloadsSeen,
             editedReloads: editedReloads,
             stop: stopped - stopSent,
             memory: memory

@@ -17,13 +17,15 @@ struct Options {
     var workDirectory = "/tmp/vigil-benchmarks"
     var runtimeDirectory = "/run/vigil-benchmarks"
     var cycles = 20
-    var reloads = 25
+    var reloads = 50
+    /// notifybench's default pause between reloads.
+    var reloadGapMilliseconds = 10
     var idleSeconds = 5
 
     static let usage = """
         usage: vigil-process-benchmarks --vigild BINARY --floor BINARY --go-peer BINARY --swift-hello BINARY
                --configuration FILE [--work-directory DIR] [--runtime-directory TMPFS_DIR]
-               [--cycles N] [--reloads N] [--idle-seconds N]
+               [--cycles N] [--reloads N] [--reload-gap-ms N] [--idle-seconds N]
         """
 
     init(_ arguments: [String]) throws {
@@ -49,6 +51,12 @@ struct Options {
             case "--cycles": cycles = try number(flag)
             case "--reloads": reloads = try number(flag)
             case "--idle-seconds": idleSeconds = try number(flag)
+            case "--reload-gap-ms":
+                let text = try value(flag)
+                guard let number = Int(text), number >= 0, number <= 10_000 else {
+                    throw BenchmarkError("\(flag): '\(text)' is not a number from 0 to 10000")
+                }
+                reloadGapMilliseconds = number
             default: throw BenchmarkError("unknown argument \(flag)\n\(Self.usage)")
             }
         }
