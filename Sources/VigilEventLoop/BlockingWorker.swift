@@ -19,9 +19,10 @@ import VigilPlatform
 ///
 /// A thread blocked in the kernel cannot be cancelled, so a thread whose call missed its
 /// deadline is leaked: it ends by itself if the call ever returns. At most
-/// ``maximumThreads`` threads exist (hung or busy); with all of them taken a call is refused at
-/// once with ``Outcome/unavailable(_:)``, so a file system that stays hung costs a few stacks,
-/// not a thread per reload.
+/// ``maximumThreads`` threads may be stuck so; with that many stuck a call is refused at once
+/// with ``Outcome/unavailable(_:)``, so a file system that stays hung costs a few stacks, not a
+/// thread per reload. Calls made while another runs in time get threads of their own (kept
+/// idle for the next calls).
 package final class BlockingWorker: Sendable {
     /// How a call ended.
     package enum Outcome<Value: Sendable>: Sendable {
@@ -39,7 +40,7 @@ package final class BlockingWorker: Sendable {
     /// The process's worker: what the configuration and persistence listeners use.
     package static let shared = BlockingWorker(maximumThreads: 4)
 
-    /// How many threads may exist at once, stuck ones included.
+    /// How many threads may be stuck in abandoned calls at once before calls are refused.
     package let maximumThreads: Int
 
     private struct State {
@@ -105,7 +106,9 @@ package final class BlockingWorker: Sendable {
     private func takeThread() -> Result<WorkerThread, Refusal> {
         let taken = state.withLock { state -> WorkerThread?? in
             if let thread = state.idle.popLast() { return .some(thread) }
-            guard state.threads < maximumThreads else { return .none }
+            // Only stuck threads are bounded: a busy one returns soon, and a second call made
+            // while it runs (two listeners, or tests run in parallel) gets a thread of its own.
+            guard state.stuck < maximumThreads else { return .none }
             state.threads += 1
             return .some(nil)
         }
@@ -115,8 +118,8 @@ package final class BlockingWorker: Sendable {
             let stuck = stuckThreads
             return .failure(
                 Refusal(
-                    reason: "all \(maximumThreads) helper threads are taken, \(stuck) of them by earlier calls "
-                        + "that missed their deadline and have not returned (a hung file system?)"
+                    reason: "\(stuck) helper threads are stuck in earlier calls that missed their deadline and "
+                        + "have not returned (a hung file system?); no more are started"
                 )
             )
         case .some(.none):
