@@ -44,8 +44,16 @@ import VigilTesting
     private func bits(_ signals: [Int32]) -> UInt64 { signals.reduce(0) { $0 | (1 << UInt64($1 - 1)) } }
 
     /// The child's environment, from `/proc/PID/environ`.
+    /// The child's environment. `posix_spawn` returns once the child's exec has released the
+    /// parent's memory, a moment before the kernel has laid out the new environment: until then
+    /// `/proc/PID/environ` is empty, so it is read again (at most 2 s) until it is not.
     private func environment(of pid: Int32) throws -> Set<String> {
-        let text = try #require(TextFile.read("/proc/\(pid)/environ"))
+        var text = ""
+        for _ in 0..<2000 {
+            text = try #require(TextFile.read("/proc/\(pid)/environ"))
+            if !text.isEmpty { break }
+            usleep(1000)
+        }
         return Set(text.split(separator: "\0").map(String.init))
     }
 
