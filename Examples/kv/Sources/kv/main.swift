@@ -25,7 +25,17 @@ let commandLine = DaemonCommandLine(
     name: "kv",
     version: "0.1.0",
     abstract: "A small key-value server on Vigil: GET, SET and DEL over a Unix socket, values in SQLite.",
-    configuration: KVConfiguration.self
+    configuration: KVConfiguration.self,
+    // `kv systemd-unit` and `kv systemd-unit --socket /run/kv.sock` print Examples/kv/systemd/.
+    // The socket (/run/kv.sock) is kv.socket's, outside the runtime directory: it listens while
+    // the service starts and restarts. kv spawns no children; the TCP port is on loopback.
+    unit: SystemdUnit(
+        description: "kv, a Vigil example key-value server",
+        documentation: ["file:/usr/share/doc/kv/README.md"],
+        watchdog: .seconds(30),
+        requiresSocketUnit: true,
+        loopbackNetwork: true
+    )
 )
 
 // The default executor: GRDB runs SQLite on threads of its own, and each connection is a task.

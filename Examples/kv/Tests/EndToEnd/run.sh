@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# kv's end-to-end test: installs the example as a systemd unit pair (kv.socket + kv.service) in a
+# kv's end-to-end test: installs the example's units as `kv systemd-unit` prints them in a
 # real systemd 252, then in systemd 254, each booted in its own namespaces by the project's
 # Tests/EndToEnd/boot-systemd.sh, and checks what an admin and a client see. Needs root.
 #
@@ -37,13 +37,18 @@ suite() {
   local v=$1
   root=/proc/$pid/root
   install -m 0755 "$binary" "$root/usr/bin/kv"
-  install -m 0644 "$example/systemd/kv.service" "$example/systemd/kv.socket" "$root/etc/systemd/system/"
+  # The units are the ones kv prints; the shipped copies in systemd/ must be that output.
+  "$binary" systemd-unit > "$root/etc/systemd/system/kv.service"
+  "$binary" systemd-unit --socket /run/kv.sock > "$root/etc/systemd/system/kv.socket"
   install -m 0644 "$here/client.py" "$root/tmp/client.py"
   mkdir -p "$root/etc/kv"
   export root
   write_config '{}'
   in_sandbox systemctl daemon-reload
 
+  check "$v: Examples/kv/systemd/kv.service and kv.socket are what kv systemd-unit prints, byte for byte" bash -c "
+    cmp '$example/systemd/kv.service' '$root/etc/systemd/system/kv.service' &&
+    cmp '$example/systemd/kv.socket' '$root/etc/systemd/system/kv.socket'"
   check "$v: systemd-analyze verify is clean for both units" bash -c "
     out=\$(nsenter -t $pid -a systemd-analyze verify /etc/systemd/system/kv.service /etc/systemd/system/kv.socket 2>&1)
     echo \"\$out\"; [ -z \"\$out\" ]"
