@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# kv's end-to-end test: installs the example's units as `kv systemd-unit` prints them in a
-# real systemd 252, then in systemd 254, each booted in its own namespaces by the project's
-# Tests/EndToEnd/boot-systemd.sh, and checks what an admin and a client see. Needs root.
+# kv's end-to-end test: installs the example's units (kv.socket + kv.service, as
+# `kv systemd-unit` prints them) in a real systemd 252, 254 and 257 at once, each booted in its own
+# namespaces by the project's Tests/EndToEnd/lib.sh (which says where each version comes from;
+# VIGIL_E2E_SYSTEMD=257 runs one), and checks what an admin and a client see. Needs root.
 #
 #   run.sh KV_BINARY
 #
-# Prints one line per check and a closing "N passed, M failed"; exits non-zero if any failed.
+# Prints one line per check, each naming its systemd ("257: …"), and a closing "N passed, M
+# failed"; exits non-zero if any failed.
 # Each systemd it boots is powered off on exit, whatever happens. Requests go over the sandbox's
 # Unix socket /run/kv.sock (client.py, python3), in bounded loops.
 set -uo pipefail
@@ -13,10 +15,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 example=$(cd "$here/../.." && pwd)
 project=$(cd "$example/../.." && pwd)
 e2e=$project/Tests/EndToEnd
-binary=$1
+binary=$(realpath "$1")
 work=$(mktemp -d /tmp/kv-e2e.XXXXXX)
 # shellcheck source=../../../../Tests/EndToEnd/lib.sh
 . "$e2e/lib.sh"
+per_systemd_version "252 254 257" "$0" "$binary"
 
 # wait_until SECONDS COMMAND...: polls a state that has no event to await (systemctl show).
 wait_until() {
@@ -46,36 +49,36 @@ suite() {
   write_config '{}'
   in_sandbox systemctl daemon-reload
 
-  check "$v: Examples/kv/systemd/kv.service and kv.socket are what kv systemd-unit prints, byte for byte" bash -c "
+  check "Examples/kv/systemd/kv.service and kv.socket are what kv systemd-unit prints, byte for byte" bash -c "
     cmp '$example/systemd/kv.service' '$root/etc/systemd/system/kv.service' &&
     cmp '$example/systemd/kv.socket' '$root/etc/systemd/system/kv.socket'"
-  check "$v: systemd-analyze verify is clean for both units" bash -c "
+  check "systemd-analyze verify is clean for both units" bash -c "
     out=\$(nsenter -t $pid -a systemd-analyze verify /etc/systemd/system/kv.service /etc/systemd/system/kv.socket 2>&1)
     echo \"\$out\"; [ -z \"\$out\" ]"
-  check "$v: systemd-analyze security: exposure 1.5 or less, as for vigild" bash -c "
+  check "systemd-analyze security: exposure 1.5 or less, as for vigild" bash -c "
     nsenter -t $pid -a systemd-analyze security kv.service | tail -1 | tee /dev/stderr |
     python3 -c 'import re,sys; v=float(re.search(r\"level for kv.service: ([0-9.]+)\", sys.stdin.read()).group(1)); sys.exit(0 if v <= 1.5 else 1)'"
 
   # --- start: the socket unit listens first, so nothing is refused ---
   local counts
   counts=$(in_sandbox bash -c 'systemctl start kv && python3 /tmp/client.py burst 50')
-  check "$v: 0 of 50 connections refused right after systemctl start returns (answered refused failed: $counts)" \
+  check "0 of 50 connections refused right after systemctl start returns (answered refused failed: $counts)" \
     test "$counts" = "50 0 0"
-  check "$v: the service adopted the socket systemd passed as 'kv'" bash -c "
+  check "the service adopted the socket systemd passed as 'kv'" bash -c "
     nsenter -t $pid -a journalctl -u kv --no-pager -o cat | grep -qF 'Serving /run/kv.sock (passed by systemd)'"
-  check "$v: SET is acknowledged and GET reads it back (a value with spaces)" bash -c '
+  check "SET is acknowledged and GET reads it back (a value with spaces)" bash -c '
     out=$(send "SET greeting hello big world" "GET greeting" "DEL greeting" "GET greeting"); echo "$out"
     [ "$out" = "$(printf "OK\nVALUE hello big world\nOK\nNOTFOUND")" ]'
 
   # --- reload: the limits apply to the next request; a bad file fails the reload ---
   local main_pid; main_pid=$(show MainPID)
   write_config '{ "maxValueBytes": 10 }'
-  check "$v: a good reload (maxValueBytes 10) exits 0 and the next SET of 20 bytes is refused, one of 10 stored" bash -c '
+  check "a good reload (maxValueBytes 10) exits 0 and the next SET of 20 bytes is refused, one of 10 stored" bash -c '
     in_sandbox systemctl reload kv || exit 1
     out=$(send "SET long 01234567890123456789" "SET short 0123456789"); echo "$out"
     [ "$out" = "$(printf "ERR the value is 20 bytes, more than maxValueBytes (10)\nOK")" ]'
   write_config '{ "maxValueBytes": 0 }'
-  check "$v: a bad reload exits 1 and names the key; the same process goes on with the old limit" bash -c "
+  check "a bad reload exits 1 and names the key; the same process goes on with the old limit" bash -c "
     in_sandbox systemctl reload kv; rc=\$?; echo \"exit \$rc\"; [ \$rc = 1 ] || exit 1
     out=\$(nsenter -t $pid -a systemctl status --no-pager -n 20 kv); echo \"\$out\" | tail -3
     echo \"\$out\" | grep -q 'maxValueBytes: must be 1 to 1048576 bytes (found 0)' || exit 1
@@ -88,7 +91,7 @@ suite() {
   in_sandbox python3 /tmp/client.py hold "$directory" &
   holder=$!
   wait_until 10 test -e "$root$directory/held"
-  check "$v: after a reload to maxConnections 1, a second connection is refused with ERR busy" bash -c '
+  check "after a reload to maxConnections 1, a second connection is refused with ERR busy" bash -c '
     out=$(send "GET k"); echo "$out"; [ "$out" = "ERR busy: 1 connections are open (maxConnections); try again later" ]'
   touch "$root$directory/release"
   wait "$holder"
@@ -96,7 +99,7 @@ suite() {
   in_sandbox systemctl reload kv
 
   # --- the journal carries each request's fields ---
-  check "$v: the journal has a request entry with KV_COMMAND, KV_KEY, KV_RESULT, KV_PEER, KV_DURATION_US" bash -c "
+  check "the journal has a request entry with KV_COMMAND, KV_KEY, KV_RESULT, KV_PEER, KV_DURATION_US" bash -c "
     nsenter -t $pid -a journalctl -u kv -o json --no-pager | python3 -c '
 import json, sys
 for e in map(json.loads, sys.stdin):
@@ -105,7 +108,7 @@ for e in map(json.loads, sys.stdin):
 sys.exit(1)'"
 
   # --- kill -9 after acknowledged writes loses none of them ---
-  check "$v: 20 acknowledged SETs, then kill -9: after the restart every value is there" bash -c '
+  check "20 acknowledged SETs, then kill -9: after the restart every value is there" bash -c '
     sets=(); gets=(); expected=()
     for i in $(seq 1 20); do sets+=("SET durable-$i value-$i"); gets+=("GET durable-$i"); expected+=("VALUE value-$i"); done
     [ "$(send "${sets[@]}" | grep -cx OK)" = 20 ] || { echo "not every SET was acknowledged"; exit 1; }
@@ -126,10 +129,10 @@ sys.exit(1)'"
   touch "$root$directory/go"
   wait "$stopper"; stop_rc=$?
   wait "$slow"; slow_rc=$?
-  check "$v: systemctl stop lets the half-sent SET finish: OK, stop exit 0, Result=success" bash -c "
+  check "systemctl stop lets the half-sent SET finish: OK, stop exit 0, Result=success" bash -c "
     echo \"stop: exit $stop_rc; slow client: exit $slow_rc, answer: \$(cat $work/slow.$v)\"
     [ $stop_rc = 0 ] && [ $slow_rc = 0 ] && [ \"\$(cat $work/slow.$v)\" = OK ] && [ \"\$(show Result)\" = success ]"
-  check "$v: the drained SET was committed (the socket starts kv again on the next connection)" bash -c '
+  check "the drained SET was committed (the socket starts kv again on the next connection)" bash -c '
     [ "$(send "GET inflight")" = "VALUE done" ]'
 
   # --- the deadline: a request that never completes is cut at the deadline handed over at stop ---
@@ -142,7 +145,7 @@ sys.exit(1)'"
   in_sandbox systemctl stop kv; stop_rc=$?
   ended=$SECONDS
   kill "$stuck" 2>/dev/null; wait "$stuck" 2>/dev/null
-  check "$v: a request never completed is cut at the stop deadline (default budget 10 s: about 8.6 s), Result=success" bash -c "
+  check "a request never completed is cut at the stop deadline (default budget 10 s: about 8.6 s), Result=success" bash -c "
     echo \"stop: exit $stop_rc after \$(( $ended - $began )) s\"
     [ $stop_rc = 0 ] && [ \"\$(show Result)\" = success ] && [ \$(( $ended - $began )) -ge 7 ] && [ \$(( $ended - $began )) -le 10 ] &&
     nsenter -t $pid -a journalctl -u kv --no-pager -o cat | grep -q 'the daemon is stopping and the deadline it gave this connection passed'"
@@ -150,12 +153,12 @@ sys.exit(1)'"
   # --- the optional TCP port: bound at start, so changing it is a reload the daemon refuses ---
   write_config '{ "tcpPort": 7070 }'
   in_sandbox systemctl restart kv
-  check "$v: with tcpPort 7070, SET and GET over TCP on 127.0.0.1 (the peer named by address)" bash -c "
+  check "with tcpPort 7070, SET and GET over TCP on 127.0.0.1 (the peer named by address)" bash -c "
     out=\$(in_sandbox env KV_TCP_PORT=7070 python3 /tmp/client.py send 'SET over-tcp yes' 'GET over-tcp'); echo \"\$out\"
     [ \"\$out\" = \"\$(printf 'OK\nVALUE yes')\" ] &&
     nsenter -t $pid -a journalctl -u kv --no-pager -o json | grep -q '\"KV_PEER\":\"127.0.0.1:'"
   write_config '{ "tcpPort": 7071 }'
-  check "$v: a reload that changes tcpPort exits 1 and says it takes a restart" bash -c "
+  check "a reload that changes tcpPort exits 1 and says it takes a restart" bash -c "
     in_sandbox systemctl reload kv; rc=\$?; echo \"exit \$rc\"; [ \$rc = 1 ] || exit 1
     nsenter -t $pid -a systemctl status --no-pager -n 20 kv | grep -qF 'tcpPort: changing it (7070 → 7071) takes a restart'"
   write_config '{}'
@@ -170,30 +173,20 @@ sys.exit(1)'"
   touch "$root$directory/restarted"
   wait "$loop"
   counts=$(cat "$work/loop.$v")
-  check "$v: 0 connections refused across systemctl restart (answered refused failed: $counts)" bash -c "
+  check "0 connections refused across systemctl restart (answered refused failed: $counts)" bash -c "
     cat $work/loop-errors.$v
     read -r answered refused failed <<< '$counts'; [ \"\$refused\" = 0 ] && [ \"\$failed\" = 0 ] && [ \"\$answered\" -gt 5 ]"
   in_sandbox systemctl stop kv.socket kv.service
   in_sandbox systemctl reset-failed
 }
 
-echo "# booting systemd"
-pid=$("$e2e/boot-systemd.sh" "$work/systemd") || { echo "FAIL - boot systemd"; echo "0 passed, 1 failed"; exit 1; }
+echo "# booting systemd ${VIGIL_E2E_SYSTEMD}"
+pid=$(boot_systemd "$work/systemd" "$binary") ||
+  { echo "FAIL - ${check_prefix}boot systemd"; echo "0 passed, 1 failed"; exit 1; }
 export pid
 echo "# systemd $(in_sandbox systemctl --version | head -1 | cut -d' ' -f2) running as host pid $pid"
-suite 252
-
-echo "# systemd 254"
-kill -s SIGRTMIN+4 "$pid"
-for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-check "systemd 254 unpacked from bookworm-backports" "$e2e/fetch-systemd-254.sh" "$work/systemd-254"
-if pid=$("$e2e/boot-systemd.sh" "$work/systemd254" "$work/systemd-254"); then
-  export pid
-  check "systemd 254 is running" bash -c "nsenter -t $pid -a systemctl --version | head -1 | grep -q '^systemd 254'"
-  suite 254
-else
-  failed=$((failed + 1)); echo "FAIL - boot systemd 254"
-fi
+check_booted_version
+suite "$VIGIL_E2E_SYSTEMD"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
