@@ -5,7 +5,8 @@
 // (ListeningSocket), accepted connections without SwiftNIO (AcceptedConnections), a drain at stop
 // with the deadline handed over (ServiceListener), two-phase reloads of its configuration
 // (ConfigurationListener), the watchdog and the journal. What is its own: the configuration type,
-// the line protocol (KVServer) and the SQLite store (KVStore, through GRDB).
+// the line protocol (KVServer), the SQLite store (KVStore, through GRDB) and a read cache
+// dropped on memory pressure (KVCache).
 import Logging
 import Vigil
 import VigilEarlySignals
@@ -41,10 +42,12 @@ let commandLine = DaemonCommandLine(
 // The default executor: GRDB runs SQLite on threads of its own, and each connection is a task.
 await commandLine.main { options in
     let configuration = ConfigurationListener<KVConfiguration>(source: options.configurationSource)
+    // GET hits, dropped on memory pressure.
+    let cache = KVCache()
 
     let server = ServiceListener(
         name: "kv",
-        dependencies: ["configuration"],
+        dependencies: ["configuration", "cache"],
         prepareReload: { reload, context in
             // The TCP socket is bound at start: a new port would silently not apply.
             let proposed = reload.proposed[CurrentConfiguration<KVConfiguration>.self]?.tcpPort
@@ -73,7 +76,7 @@ await commandLine.main { options in
                 listening.append(try tcp.connections())
             }
             let sockets = listening
-            let kv = KVServer(store: store, values: context.values, logger: context.logger)
+            let kv = KVServer(store: store, cache: cache, values: context.values, logger: context.logger)
             // At stop: accept no more; idle connections end now, requests in flight may finish
             // until the deadline ServiceListener derives from the terminate budget.
             ready.onStop { deadline in
@@ -104,7 +107,7 @@ await commandLine.main { options in
     return Daemon(
         identifier: options.name,
         version: options.version,
-        listeners: [configuration, server],
+        listeners: [configuration, KVCacheListener(cache: cache), server],
         logging: options.logging
     )
 }

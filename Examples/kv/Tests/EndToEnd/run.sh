@@ -32,8 +32,20 @@ wait_until() {
 }
 show() { in_sandbox systemctl show -P "$1" kv; }
 send() { in_sandbox python3 /tmp/client.py send "$@"; }
+cursor() { in_sandbox journalctl -n 0 --show-cursor --no-pager | sed -n 's/^-- cursor: //p'; }
+# await_entry SECONDS CURSOR CONDITION: follows kv.service's journal after CURSOR until an entry
+# `e` (a dict of its fields) for which the Python expression CONDITION holds; prints its MESSAGE.
+await_entry() {
+  timeout "$1" nsenter -t "$pid" -a journalctl -u kv.service -o json --no-pager --follow --after-cursor="$2" |
+    KV_CONDITION=$3 python3 -c 'import json, os, sys
+condition = compile(os.environ["KV_CONDITION"], "CONDITION", "eval")
+found = next((e for e in map(json.loads, sys.stdin) if eval(condition, {"e": e})), None)
+print(found.get("MESSAGE", "") if found else "no such entry")
+sys.exit(0 if found else 1)'
+  return "${PIPESTATUS[1]}"
+}
 write_config() { printf '%s\n' "$1" > "$root/etc/kv/kv.json"; }
-export -f wait_until show send in_sandbox
+export -f wait_until show send in_sandbox cursor await_entry
 
 # suite LABEL: every check against the systemd at $pid.
 suite() {
@@ -162,6 +174,32 @@ sys.exit(1)'"
     in_sandbox systemctl reload kv; rc=\$?; echo \"exit \$rc\"; [ \$rc = 1 ] || exit 1
     nsenter -t $pid -a systemctl status --no-pager -n 20 kv | grep -qF 'tcpPort: changing it (7070 → 7071) takes a restart'"
   write_config '{}'
+
+  # --- memory pressure: a write to the FIFO MEMORY_PRESSURE_WATCH names drops the read cache ---
+  # (a FIFO through Environment=: this host's cgroup2 has no memory controller to hand over)
+  local fifo=/run/kv-pressure.fifo pressure_fd before
+  mkfifo -m 0666 "$root$fifo"
+  mkdir -p "$root/etc/systemd/system/kv.service.d"
+  # MEMORY_PRESSURE_WRITE= empty: from 254 on systemd sets the PSI trigger, which the daemon would
+  # write into the FIFO itself, a report at start (and the test's, within the second, rate-limited).
+  printf '[Service]\nEnvironment=MEMORY_PRESSURE_WATCH=%s MEMORY_PRESSURE_WRITE=\n' "$fifo" > "$root/etc/systemd/system/kv.service.d/pressure.conf"
+  in_sandbox systemctl daemon-reload
+  in_sandbox systemctl restart kv
+  check "after 3 SETs, a GET is a cache hit (STATS hits 1 misses 0 entries 3)" bash -c '
+    out=$(send "SET warm-1 one" "SET warm-2 two" "SET warm-3 three" "GET warm-2" "STATS"); echo "$out"
+    [ "$(echo "$out" | tail -1)" = "STATS hits 1 misses 0 entries 3" ]'
+  before=$(cursor)
+  exec {pressure_fd}<>"$root$fifo"
+  printf x >&$pressure_fd
+  check "a write to the FIFO drops the read cache: the journal says so with KV_CACHE_DROPPED=3" bash -c "
+    await_entry 10 '$before' \"e.get('KV_CACHE_DROPPED') == '3' and e.get('PRIORITY') == '5'\" && exit
+    nsenter -t $pid -a journalctl -u kv --no-pager -o cat | grep -i 'memory pressure'; exit 1"
+  exec {pressure_fd}>&-
+  check "after the drop, the next GET is a miss that reads SQLite (STATS hits 1 misses 1 entries 1)" bash -c '
+    out=$(send "GET warm-2" "STATS"); echo "$out"
+    [ "$out" = "$(printf "VALUE two\nSTATS hits 1 misses 1 entries 1")" ]'
+  rm -f "$root/etc/systemd/system/kv.service.d/pressure.conf" "$root$fifo"
+  in_sandbox systemctl daemon-reload
 
   # --- restart: systemd holds the socket, nothing is refused ---
   local loop
