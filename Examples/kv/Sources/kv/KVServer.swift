@@ -143,13 +143,19 @@ final class KVServer: Sendable {
     }
 
     private static func check(key: String) throws {
+        if let problem = problem(withKey: key) { throw Refusal(problem) }
+    }
+
+    /// Why `key` is not a key, or `nil` when it is.
+    static func problem(withKey key: String) -> String? {
         let bytes = key.utf8.count
         guard (1...maximumKeyBytes).contains(bytes) else {
-            throw Refusal("a key is 1 to \(maximumKeyBytes) bytes (found \(bytes))")
+            return "a key is 1 to \(maximumKeyBytes) bytes (found \(bytes))"
         }
         guard !key.unicodeScalars.contains(where: { DisplayText.isControl($0) || $0 == " " }) else {
-            throw Refusal("a key has no spaces or control characters (found \(DisplayText.quoted(key)))")
+            return "a key has no spaces or control characters (found \(DisplayText.quoted(key)))"
         }
+        return nil
     }
 
     /// A request refused with a reason for the client.

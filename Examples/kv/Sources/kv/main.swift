@@ -34,6 +34,8 @@ let commandLine = DaemonCommandLine(
         description: "kv, a Vigil example key-value server",
         documentation: ["file:/usr/share/doc/kv/README.md"],
         watchdog: .seconds(30),
+        // FileDescriptorStoreMax=1: the read cache's snapshot across systemctl restart.
+        storedDescriptors: 1,
         requiresSocketUnit: true,
         loopbackNetwork: true
     )
@@ -42,7 +44,7 @@ let commandLine = DaemonCommandLine(
 // The default executor: GRDB runs SQLite on threads of its own, and each connection is a task.
 await commandLine.main { options in
     let configuration = ConfigurationListener<KVConfiguration>(source: options.configurationSource)
-    // GET hits, dropped on memory pressure.
+    // GET hits, dropped on memory pressure, kept across a restart in systemd's descriptor store.
     let cache = KVCache()
 
     let server = ServiceListener(
