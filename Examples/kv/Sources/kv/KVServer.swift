@@ -42,7 +42,10 @@ final class KVServer: Sendable {
     /// Serves one connection until the peer closes it, the daemon stops (an idle connection
     /// ends at once; a request half received may finish until the stop's deadline), or it breaks
     /// the protocol.
-    func serve(_ connection: Connection) async {
+    ///
+    /// With a `token` (the TCP port), the first line must be `AUTH token`: answered `OK`, else
+    /// `ERR unauthorized: …` and the connection closed.
+    func serve(_ connection: Connection, token: String? = nil) async {
         defer { connection.close() }
         let limit = configuration.maxConnections
         let admitted = open.withLock { count -> Bool in
@@ -60,6 +63,22 @@ final class KVServer: Sendable {
         }
         defer { open.withLock { $0 -= 1 } }
         do throws(ConnectionError) {
+            if let token {
+                let line = try await connection.readLine(maximumBytes: 4096)
+                guard let line, Self.constantTimeEqual(line, "AUTH " + token) else {
+                    logger.warning(
+                        "Refused \(connection.peer): the first line on the TCP port was not AUTH with kv's access token (credential kv-token)",
+                        metadata: ["kv.peer": "\(connection.peer)", "kv.result": "unauthorized"]
+                    )
+                    if line != nil {
+                        try await connection.write(
+                            "ERR unauthorized: the first line must be AUTH and kv's access token\n"
+                        )
+                    }
+                    return
+                }
+                try await connection.write("OK\n")
+            }
             while true {
                 // "SET " + key + " " + value: the longest request the limits allow.
                 let longest = 5 + Self.maximumKeyBytes + configuration.maxValueBytes
@@ -156,6 +175,23 @@ final class KVServer: Sendable {
             return "a key has no spaces or control characters (found \(DisplayText.quoted(key)))"
         }
         return nil
+    }
+
+    /// Whether `a` and `b` are equal, in a time that does not depend on where they differ.
+    static func constantTimeEqual(_ a: String, _ b: String) -> Bool {
+        let (x, y) = (Array(a.utf8), Array(b.utf8))
+        var difference = UInt8(x.count == y.count ? 0 : 1)
+        for index in 0..<max(x.count, y.count) {
+            difference |= (index < x.count ? x[index] : 0) ^ (index < y.count ? y[index] : 0)
+        }
+        return difference == 0
+    }
+
+    /// The credential kv-token is an empty file.
+    struct EmptyToken: Error, CustomStringConvertible {
+        var description: String {
+            "credential 'kv-token' is empty: put kv's access token in the file LoadCredential=kv-token:… names"
+        }
     }
 
     /// A request refused with a reason for the client.

@@ -72,12 +72,19 @@ await commandLine.main { options in
             // runtime directory.
             let unix = try ListeningSocket(name: "kv", orBind: .unix(path: options.runtimeDirectory + "/kv.sock"))
             var listening = [try unix.connections()]
+            var tcpToken: String?
             if tcpPort != 0 {
+                // Every local user can reach the port: a client's first line is AUTH and the
+                // access token, a credential (LoadCredential=kv-token:/etc/kv/token in the unit).
+                // A missing one fails the start, naming the unit lines that supply it.
+                tcpToken = try Credentials.readString("kv-token")
+                guard tcpToken?.isEmpty == false else { throw KVServer.EmptyToken() }
                 // Bound here, never passed by systemd: loopback only.
                 let tcp = try ListeningSocket.bind(.tcp(host: "127.0.0.1", port: UInt16(tcpPort)))
                 listening.append(try tcp.connections())
             }
             let sockets = listening
+            let token = tcpToken
             let kv = KVServer(store: store, cache: cache, values: context.values, logger: context.logger)
             // At stop: accept no more; idle connections end now, requests in flight may finish
             // until the deadline ServiceListener derives from the terminate budget.
@@ -91,13 +98,15 @@ await commandLine.main { options in
             )
             ready()
             try await withThrowingDiscardingTaskGroup { group in
-                for connections in sockets {
+                for (index, connections) in sockets.enumerated() {
+                    // The first is the Unix socket (its file mode guards it), the other TCP.
+                    let required = index == 0 ? nil : token
                     // A socket that fails for good (not a listening socket) ends the part: a fatal
                     // fault, and Restart=on-failure brings the daemon back.
                     group.addTask {
                         try await withThrowingDiscardingTaskGroup { served in
                             for try await connection in connections {
-                                served.addTask { await kv.serve(connection) }
+                                served.addTask { await kv.serve(connection, token: required) }
                             }
                         }
                     }

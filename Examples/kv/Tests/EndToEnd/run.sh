@@ -163,11 +163,30 @@ sys.exit(1)'"
     nsenter -t $pid -a journalctl -u kv --no-pager -o cat | grep -q 'the daemon is stopping and the deadline it gave this connection passed'"
 
   # --- the optional TCP port: bound at start, so changing it is a reload the daemon refuses ---
+  # The port takes an access token, the credential kv-token: missing, the start fails naming
+  # LoadCredential=; supplied by a drop-in, a wrong token is refused and the right one works.
   write_config '{ "tcpPort": 7070 }'
+  before=$(cursor)
+  check "with tcpPort 7070 and no credential kv-token, the start fails and names LoadCredential=" bash -c "
+    in_sandbox systemctl restart kv; rc=\$?; echo \"restart: exit \$rc\"; [ \$rc != 0 ] || exit 1
+    await_entry 10 '$before' \"'credential \\'kv-token\\' is missing' in e.get('MESSAGE', '') and 'LoadCredential=kv-token:' in e.get('MESSAGE', '')\""
+  in_sandbox systemctl stop kv.service
+  in_sandbox systemctl reset-failed kv.service
+  install -m 0600 /dev/null "$root/etc/kv/token"
+  printf 'right-token\n' > "$root/etc/kv/token"
+  mkdir -p "$root/etc/systemd/system/kv.service.d"
+  printf '[Service]\nLoadCredential=kv-token:/etc/kv/token\n' > "$root/etc/systemd/system/kv.service.d/credential.conf"
+  in_sandbox systemctl daemon-reload
   in_sandbox systemctl restart kv
-  check "with tcpPort 7070, SET and GET over TCP on 127.0.0.1 (the peer named by address)" bash -c "
-    out=\$(in_sandbox env KV_TCP_PORT=7070 python3 /tmp/client.py send 'SET over-tcp yes' 'GET over-tcp'); echo \"\$out\"
-    [ \"\$out\" = \"\$(printf 'OK\nVALUE yes')\" ] &&
+  check "LoadCredential=kv-token: no AUTH line and a wrong token are refused (ERR unauthorized, KV_RESULT=unauthorized)" bash -c "
+    a=\$(in_sandbox env KV_TCP_PORT=7070 python3 /tmp/client.py send 'GET over-tcp'); echo \"\$a\"
+    b=\$(in_sandbox env KV_TCP_PORT=7070 python3 /tmp/client.py send 'AUTH wrong-token'); echo \"\$b\"
+    refused=\"ERR unauthorized: the first line must be AUTH and kv's access token\"
+    [ \"\$a\" = \"\$refused\" ] && [ \"\$b\" = \"\$refused\" ] &&
+    nsenter -t $pid -a journalctl -u kv --no-pager -o json | grep -q '\"KV_RESULT\":\"unauthorized\"'"
+  check "with the right token, SET and GET over TCP on 127.0.0.1 (the peer named by address)" bash -c "
+    out=\$(in_sandbox env KV_TCP_PORT=7070 python3 /tmp/client.py send 'AUTH right-token' 'SET over-tcp yes' 'GET over-tcp'); echo \"\$out\"
+    [ \"\$out\" = \"\$(printf 'OK\nOK\nVALUE yes')\" ] &&
     nsenter -t $pid -a journalctl -u kv --no-pager -o json | grep -q '\"KV_PEER\":\"127.0.0.1:'"
   write_config '{ "tcpPort": 7071 }'
   check "a reload that changes tcpPort exits 1 and says it takes a restart" bash -c "
