@@ -35,6 +35,15 @@ public struct SystemdUnit: Sendable, Hashable {
     /// `FileDescriptorName=` of the `.socket` unit (`systemd-unit --socket ADDRESS`): the name the
     /// daemon passes to `ListeningSocket(name:orBind:)`; `nil` takes the daemon's name.
     public var socketName: String?
+    /// The daemon serves only on the socket its `.socket` unit passes (`NAME.socket`, printed by
+    /// `systemd-unit --socket`): adds `Requires=NAME.socket` and `After=NAME.socket`, so that
+    /// `systemctl start NAME` listens there first and the socket outlives every restart.
+    public var requiresSocketUnit: Bool
+    /// The daemon also listens on a loopback TCP port it binds itself: instead of
+    /// `PrivateNetwork=yes` (a network namespace whose loopback no client can reach), the host's
+    /// network with `RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6` and
+    /// `IPAddressAllow=localhost` beside `IPAddressDeny=any`.
+    public var loopbackNetwork: Bool
 
     /// A unit with the given declarations; every one is off by default.
     public init(
@@ -44,7 +53,9 @@ public struct SystemdUnit: Sendable, Hashable {
         socketInRuntimeDirectory: Bool = false,
         spawnsChildren: Bool = false,
         storedDescriptors: Int = 0,
-        socketName: String? = nil
+        socketName: String? = nil,
+        requiresSocketUnit: Bool = false,
+        loopbackNetwork: Bool = false
     ) {
         self.description = description
         self.documentation = documentation
@@ -53,6 +64,8 @@ public struct SystemdUnit: Sendable, Hashable {
         self.spawnsChildren = spawnsChildren
         self.storedDescriptors = storedDescriptors
         self.socketName = socketName
+        self.requiresSocketUnit = requiresSocketUnit
+        self.loopbackNetwork = loopbackNetwork
     }
 }
 
@@ -64,6 +77,7 @@ extension SystemdUnit {
     package func service(name: String, abstract: String, executable: String) -> String {
         var unit = ["[Unit]", "Description=\(Self.line(description ?? abstract))"]
         unit += documentation.map { "Documentation=\(Self.line($0))" }
+        if requiresSocketUnit { unit += ["Requires=\(name).socket", "After=\(name).socket"] }
         unit += ["", "[Service]", "Type=notify", "ExecStart=\(executable) run"]
         unit.append("ExecReload=\(executable) reload --pid $MAINPID")
         // A stop right behind a reload SIGTERMs the ExecReload= process, often before it runs
@@ -99,7 +113,9 @@ extension SystemdUnit {
             "ProtectHome=yes",
             "PrivateTmp=yes",
             "PrivateDevices=yes",
-            "PrivateNetwork=yes",
+        ]
+        if !loopbackNetwork { unit.append("PrivateNetwork=yes") }
+        unit += [
             "PrivateUsers=yes",
             "PrivateIPC=yes",
             "ProtectHostname=yes",
@@ -110,7 +126,7 @@ extension SystemdUnit {
             "ProtectControlGroups=yes",
             "ProtectProc=invisible",
             "ProcSubset=pid",
-            "RestrictAddressFamilies=AF_UNIX",
+            loopbackNetwork ? "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6" : "RestrictAddressFamilies=AF_UNIX",
             "RestrictNamespaces=yes",
             "RestrictRealtime=yes",
             "RestrictSUIDSGID=yes",
@@ -119,6 +135,9 @@ extension SystemdUnit {
             "RemoveIPC=yes",
             "DevicePolicy=closed",
             "IPAddressDeny=any",
+        ]
+        if loopbackNetwork { unit.append("IPAddressAllow=localhost") }
+        unit += [
             "SystemCallArchitectures=native",
             "SystemCallFilter=@system-service",
             "SystemCallFilter=~@privileged",

@@ -48,6 +48,24 @@ import Vigil
         #expect(Self.service(SystemdUnit(watchdog: .seconds(30))).contains("WatchdogSec=30s"))
     }
 
+    @Test func aDaemonServingOnlyItsSocketUnitRequiresIt() throws {
+        let lines = Self.service(SystemdUnit(requiresSocketUnit: true))
+        let requires = try #require(lines.firstIndex(of: "Requires=jobs.socket"))
+        #expect(lines[requires + 1] == "After=jobs.socket")
+        #expect(requires < lines.firstIndex(of: "[Service]")!)
+        #expect(!Self.service(SystemdUnit()).contains { $0.hasPrefix("Requires=") || $0.hasPrefix("After=") })
+    }
+
+    @Test func aLoopbackPortTradesThePrivateNetworkForLocalhostOnly() {
+        let lines = Self.service(SystemdUnit(loopbackNetwork: true))
+        #expect(!lines.contains("PrivateNetwork=yes"))
+        #expect(lines.contains("RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6"))
+        #expect(!lines.contains("RestrictAddressFamilies=AF_UNIX"))
+        let deny = lines.firstIndex(of: "IPAddressDeny=any")
+        #expect(deny.map { lines[$0 + 1] } == "IPAddressAllow=localhost")
+        #expect(!Self.service(SystemdUnit()).contains { $0.hasPrefix("IPAddressAllow=") })
+    }
+
     @Test func textFromTheDeclarationsCannotAddADirective() {
         let lines = Self.service(SystemdUnit(description: "evil\nExecStartPre=/bin/sh 100%\\"))
         #expect(lines.contains("Description=evil ExecStartPre=/bin/sh 100%%"))

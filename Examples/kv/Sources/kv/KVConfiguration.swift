@@ -11,7 +11,7 @@ import Vigil
 /// | --- | --- | --- | --- |
 /// | `maxValueBytes` | 65536 | 1 … 1048576: the longest value a `SET` may store | applies to the next request |
 /// | `maxConnections` | 64 | 1 … 10000: connections served at once (Unix and TCP together) | applies to the next connection |
-/// | `tcpPort` | 0 | 0 (no TCP) or 1 … 65535: also listen on 127.0.0.1 at this port | rejected: needs a restart |
+/// | `tcpPort` | 0 | 0 (no TCP) or 1 … 65535: also listen on 127.0.0.1 at this port (clients send `AUTH` and the credential `kv-token` first) | rejected: needs a restart |
 struct KVConfiguration: ValidatedConfiguration {
     var maxValueBytes = 65536
     var maxConnections = 64

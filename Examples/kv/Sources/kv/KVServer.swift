@@ -9,22 +9,26 @@ import Vigil
 /// | `GET key` | `VALUE value`, or `NOTFOUND` |
 /// | `SET key value` | `OK` once committed (the value is the rest of the line, spaces included) |
 /// | `DEL key` | `OK` once committed, or `NOTFOUND` |
+/// | `STATS` | `STATS hits H misses M entries E`: the read cache since this start |
 /// | anything else, a key or value over its limit | `ERR reason` |
 ///
 /// A key is 1 to 256 bytes of UTF-8 without spaces or control characters. The limits in force
 /// (`maxValueBytes`, `maxConnections`) are read from the configuration for each request and each
 /// connection, so a committed reload applies to the next one. Each request is logged with
 /// structured metadata (journal fields `KV_COMMAND`, `KV_KEY`, `KV_RESULT`, `KV_PEER`,
-/// `KV_VALUE_BYTES`, `KV_DURATION_US`).
+/// `KV_VALUE_BYTES`, `KV_DURATION_US`, and `KV_CACHE` `hit` or `miss` for a `GET`). `GET` reads
+/// through a small cache (``KVCache``), which `SET` and `DEL` keep current after their commit.
 final class KVServer: Sendable {
     let store: KVStore
+    let cache: KVCache
     let values: ValueStore
     let logger: Logger
     /// Connections being served, over every socket.
     private let open = Mutex(0)
 
-    init(store: KVStore, values: ValueStore, logger: Logger) {
+    init(store: KVStore, cache: KVCache, values: ValueStore, logger: Logger) {
         self.store = store
+        self.cache = cache
         self.values = values
         self.logger = logger
     }
@@ -38,7 +42,10 @@ final class KVServer: Sendable {
     /// Serves one connection until the peer closes it, the daemon stops (an idle connection
     /// ends at once; a request half received may finish until the stop's deadline), or it breaks
     /// the protocol.
-    func serve(_ connection: Connection) async {
+    ///
+    /// With a `token` (the TCP port), the first line must be `AUTH token`: answered `OK`, else
+    /// `ERR unauthorized: …` and the connection closed.
+    func serve(_ connection: Connection, token: String? = nil) async {
         defer { connection.close() }
         let limit = configuration.maxConnections
         let admitted = open.withLock { count -> Bool in
@@ -56,6 +63,22 @@ final class KVServer: Sendable {
         }
         defer { open.withLock { $0 -= 1 } }
         do throws(ConnectionError) {
+            if let token {
+                let line = try await connection.readLine(maximumBytes: 4096)
+                guard let line, Self.constantTimeEqual(line, "AUTH " + token) else {
+                    logger.warning(
+                        "Refused \(connection.peer): the first line on the TCP port was not AUTH with kv's access token (credential kv-token)",
+                        metadata: ["kv.peer": "\(connection.peer)", "kv.result": "unauthorized"]
+                    )
+                    if line != nil {
+                        try await connection.write(
+                            "ERR unauthorized: the first line must be AUTH and kv's access token\n"
+                        )
+                    }
+                    return
+                }
+                try await connection.write("OK\n")
+            }
             while true {
                 // "SET " + key + " " + value: the longest request the limits allow.
                 let longest = 5 + Self.maximumKeyBytes + configuration.maxValueBytes
@@ -78,12 +101,21 @@ final class KVServer: Sendable {
         let command = parts.first.map(String.init) ?? ""
         let key = parts.count > 1 ? String(parts[1]) : ""
         var valueBytes = 0
+        var cached: String?
         let answer: String
         do {
             switch command {
             case "GET" where parts.count == 2:
                 try Self.check(key: key)
-                answer = try await store.get(key).map { "VALUE \($0)" } ?? "NOTFOUND"
+                if let value = cache.lookup(key) {
+                    cached = "hit"
+                    answer = "VALUE \(value)"
+                } else {
+                    cached = "miss"
+                    let value = try await store.get(key)
+                    if let value { cache.keep(key, value) }
+                    answer = value.map { "VALUE \($0)" } ?? "NOTFOUND"
+                }
             case "SET" where parts.count == 3:
                 try Self.check(key: key)
                 let value = String(parts[2])
@@ -93,13 +125,18 @@ final class KVServer: Sendable {
                     throw Refusal("the value is \(valueBytes) bytes, more than maxValueBytes (\(limit))")
                 }
                 try await store.set(key, value)
+                cache.keep(key, value)
                 answer = "OK"
             case "DEL" where parts.count == 2:
                 try Self.check(key: key)
-                answer = try await store.delete(key) ? "OK" : "NOTFOUND"
+                let existed = try await store.delete(key)
+                cache.forget(key)
+                answer = existed ? "OK" : "NOTFOUND"
+            case "STATS" where parts.count == 1:
+                answer = cache.statistics
             default:
                 throw Refusal(
-                    "expected GET key, SET key value or DEL key (found \(DisplayText.quoted(line, limit: 40)))"
+                    "expected GET key, SET key value, DEL key or STATS (found \(DisplayText.quoted(line, limit: 40)))"
                 )
             }
         } catch let refusal as Refusal {
@@ -111,27 +148,49 @@ final class KVServer: Sendable {
         let elapsed = ContinuousClock.now - started
         let microseconds = elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000
         let result = String(answer.prefix { $0 != " " })
-        logger.info(
-            "\(command.prefix(16)) \(DisplayText.quoted(key, limit: 64)) → \(result)",
-            metadata: [
-                "kv.command": "\(DisplayText.escapingControlCharacters(String(command.prefix(16))))",
-                "kv.key": "\(DisplayText.escapingControlCharacters(String(key.prefix(256))))",
-                "kv.result": "\(result)",
-                "kv.peer": "\(peer)",
-                "kv.value_bytes": "\(valueBytes)",
-                "kv.duration_us": "\(microseconds)",
-            ]
-        )
+        var metadata: Logger.Metadata = [
+            "kv.command": "\(DisplayText.escapingControlCharacters(String(command.prefix(16))))",
+            "kv.key": "\(DisplayText.escapingControlCharacters(String(key.prefix(256))))",
+            "kv.result": "\(result)",
+            "kv.peer": "\(peer)",
+            "kv.value_bytes": "\(valueBytes)",
+            "kv.duration_us": "\(microseconds)",
+        ]
+        if let cached { metadata["kv.cache"] = "\(cached)" }
+        logger.info("\(command.prefix(16)) \(DisplayText.quoted(key, limit: 64)) → \(result)", metadata: metadata)
         return answer
     }
 
     private static func check(key: String) throws {
+        if let problem = problem(withKey: key) { throw Refusal(problem) }
+    }
+
+    /// Why `key` is not a key, or `nil` when it is.
+    static func problem(withKey key: String) -> String? {
         let bytes = key.utf8.count
         guard (1...maximumKeyBytes).contains(bytes) else {
-            throw Refusal("a key is 1 to \(maximumKeyBytes) bytes (found \(bytes))")
+            return "a key is 1 to \(maximumKeyBytes) bytes (found \(bytes))"
         }
         guard !key.unicodeScalars.contains(where: { DisplayText.isControl($0) || $0 == " " }) else {
-            throw Refusal("a key has no spaces or control characters (found \(DisplayText.quoted(key)))")
+            return "a key has no spaces or control characters (found \(DisplayText.quoted(key)))"
+        }
+        return nil
+    }
+
+    /// Whether `a` and `b` are equal, in a time that does not depend on where they differ.
+    static func constantTimeEqual(_ a: String, _ b: String) -> Bool {
+        let (x, y) = (Array(a.utf8), Array(b.utf8))
+        var difference = UInt8(x.count == y.count ? 0 : 1)
+        for index in 0..<max(x.count, y.count) {
+            difference |= (index < x.count ? x[index] : 0) ^ (index < y.count ? y[index] : 0)
+        }
+        return difference == 0
+    }
+
+    /// The credential kv-token is an empty file.
+    struct EmptyToken: Error, CustomStringConvertible {
+        var description: String {
+            "credential 'kv-token' is empty: put kv's access token in the file LoadCredential=kv-token:… names"
         }
     }
 

@@ -5,7 +5,8 @@
 // (ListeningSocket), accepted connections without SwiftNIO (AcceptedConnections), a drain at stop
 // with the deadline handed over (ServiceListener), two-phase reloads of its configuration
 // (ConfigurationListener), the watchdog and the journal. What is its own: the configuration type,
-// the line protocol (KVServer) and the SQLite store (KVStore, through GRDB).
+// the line protocol (KVServer), the SQLite store (KVStore, through GRDB) and a read cache
+// dropped on memory pressure (KVCache).
 import Logging
 import Vigil
 import VigilEarlySignals
@@ -25,16 +26,30 @@ let commandLine = DaemonCommandLine(
     name: "kv",
     version: "0.1.0",
     abstract: "A small key-value server on Vigil: GET, SET and DEL over a Unix socket, values in SQLite.",
-    configuration: KVConfiguration.self
+    configuration: KVConfiguration.self,
+    // `kv systemd-unit` and `kv systemd-unit --socket /run/kv.sock` print Examples/kv/systemd/.
+    // The socket (/run/kv.sock) is kv.socket's, outside the runtime directory: it listens while
+    // the service starts and restarts. kv spawns no children; the TCP port is on loopback.
+    unit: SystemdUnit(
+        description: "kv, a Vigil example key-value server",
+        documentation: ["file:/usr/share/doc/kv/README.md"],
+        watchdog: .seconds(30),
+        // FileDescriptorStoreMax=1: the read cache's snapshot across systemctl restart.
+        storedDescriptors: 1,
+        requiresSocketUnit: true,
+        loopbackNetwork: true
+    )
 )
 
 // The default executor: GRDB runs SQLite on threads of its own, and each connection is a task.
 await commandLine.main { options in
     let configuration = ConfigurationListener<KVConfiguration>(source: options.configurationSource)
+    // GET hits, dropped on memory pressure, kept across a restart in systemd's descriptor store.
+    let cache = KVCache()
 
     let server = ServiceListener(
         name: "kv",
-        dependencies: ["configuration"],
+        dependencies: ["configuration", "cache"],
         prepareReload: { reload, context in
             // The TCP socket is bound at start: a new port would silently not apply.
             let proposed = reload.proposed[CurrentConfiguration<KVConfiguration>.self]?.tcpPort
@@ -57,13 +72,20 @@ await commandLine.main { options in
             // runtime directory.
             let unix = try ListeningSocket(name: "kv", orBind: .unix(path: options.runtimeDirectory + "/kv.sock"))
             var listening = [try unix.connections()]
+            var tcpToken: String?
             if tcpPort != 0 {
+                // Every local user can reach the port: a client's first line is AUTH and the
+                // access token, a credential (LoadCredential=kv-token:/etc/kv/token in the unit).
+                // A missing one fails the start, naming the unit lines that supply it.
+                tcpToken = try Credentials.readString("kv-token")
+                guard tcpToken?.isEmpty == false else { throw KVServer.EmptyToken() }
                 // Bound here, never passed by systemd: loopback only.
                 let tcp = try ListeningSocket.bind(.tcp(host: "127.0.0.1", port: UInt16(tcpPort)))
                 listening.append(try tcp.connections())
             }
             let sockets = listening
-            let kv = KVServer(store: store, values: context.values, logger: context.logger)
+            let token = tcpToken
+            let kv = KVServer(store: store, cache: cache, values: context.values, logger: context.logger)
             // At stop: accept no more; idle connections end now, requests in flight may finish
             // until the deadline ServiceListener derives from the terminate budget.
             ready.onStop { deadline in
@@ -76,13 +98,15 @@ await commandLine.main { options in
             )
             ready()
             try await withThrowingDiscardingTaskGroup { group in
-                for connections in sockets {
+                for (index, connections) in sockets.enumerated() {
+                    // The first is the Unix socket (its file mode guards it), the other TCP.
+                    let required = index == 0 ? nil : token
                     // A socket that fails for good (not a listening socket) ends the part: a fatal
                     // fault, and Restart=on-failure brings the daemon back.
                     group.addTask {
                         try await withThrowingDiscardingTaskGroup { served in
                             for try await connection in connections {
-                                served.addTask { await kv.serve(connection) }
+                                served.addTask { await kv.serve(connection, token: required) }
                             }
                         }
                     }
@@ -94,7 +118,7 @@ await commandLine.main { options in
     return Daemon(
         identifier: options.name,
         version: options.version,
-        listeners: [configuration, server],
+        listeners: [configuration, KVCacheListener(cache: cache), server],
         logging: options.logging
     )
 }
