@@ -17,7 +17,10 @@ import VigilPlatform
 /// At stop (``AcceptedConnections/stop(deadline:)``) the connection is handed the deadline
 /// (``stopDeadline``): a read that waits for a new request with nothing of it received ends at
 /// once (``readLine(maximumBytes:timeout:)`` returns `nil`, as at the end of the stream), and a
-/// request half received, or an answer half written, may go on until the deadline; after it
+/// request half received, or an answer half written, may go on until the deadline. A connection
+/// that has sent nothing yet is waited for until the deadline too: its client connected before
+/// the stop and its first request is on its way (ending it would lose that request across a
+/// restart, where the next instance would have served it). After the deadline
 /// every call throws ``ConnectionError/Code/stopDeadlinePassed``. So a handler written as the
 /// loop above drains by itself: it answers what is in flight and ends.
 ///
@@ -35,6 +38,9 @@ public final class Connection: Sendable, CustomStringConvertible {
         /// The peer closed its side.
         var ended = false
         var closed = false
+        /// Some byte came: a read between requests is idle from now on (before it, the first
+        /// request is on its way).
+        var receivedAny = false
     }
 
     private let state = Mutex(State())
@@ -112,7 +118,7 @@ public final class Connection: Sendable, CustomStringConvertible {
                         }
                         return .end
                     }
-                    guard try fill(&state) else { return .wait(idle: state.buffer.isEmpty) }
+                    guard try fill(&state) else { return .wait(idle: state.buffer.isEmpty && state.receivedAny) }
                 }
             }
             switch step {
@@ -139,13 +145,13 @@ public final class Connection: Sendable, CustomStringConvertible {
                     defer { state.buffer.removeFirst(count) }
                     return .bytes(Array(state.buffer.prefix(count)))
                 }
-                return state.ended ? .end : .wait(idle: true)
+                return state.ended ? .end : .wait(idle: state.receivedAny)
             }
             switch step {
             case .bytes(let bytes): return bytes
             case .end: return nil
-            case .wait:
-                if try await waitFor(Int16(POLLIN), idle: true, deadline: deadline, doing: "read") { return nil }
+            case .wait(let idle):
+                if try await waitFor(Int16(POLLIN), idle: idle, deadline: deadline, doing: "read") { return nil }
             }
         }
     }
@@ -218,7 +224,10 @@ public final class Connection: Sendable, CustomStringConvertible {
         while true {
             let count = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 16384) { chunk in
                 let count = Glibc.read(fileDescriptor, chunk.baseAddress, chunk.count)
-                if count > 0 { state.buffer.append(contentsOf: chunk[..<count]) }
+                if count > 0 {
+                    state.buffer.append(contentsOf: chunk[..<count])
+                    state.receivedAny = true
+                }
                 return count
             }
             if count > 0 { return true }

@@ -115,6 +115,14 @@ import VigilTesting
         var iterator = connections.makeAsyncIterator()
         let idleClient = try Client(socket.localAddress)
         let idle = try #require(try await iterator.next())
+        // Idle: one request served, then waiting for the next.
+        try await idleClient.send("GET a\n")
+        #expect(try await idle.readLine() == "GET a")
+        try await idle.write("NONE\n")
+        #expect(try await idleClient.line() == "NONE")
+        // Fresh: connected before the stop, its first request sent after it.
+        let freshClient = try Client(socket.localAddress)
+        let fresh = try #require(try await iterator.next())
         let busyClient = try Client(socket.localAddress)
         let busy = try #require(try await iterator.next())
         let slowClient = try Client(socket.localAddress)
@@ -126,10 +134,14 @@ import VigilTesting
         let idleRead = Task { try await idle.readLine() }
         let busyRead = Task { try await busy.readLine() }
         let slowRead = Task { try await slow.readLine() }
+        let freshRead = Task { try await fresh.readLine() }
         connections.stop(gracePeriod: .seconds(3))
         // Idle: ended at once, as at the end of the stream.
         #expect(try await idleRead.value == nil)
         #expect(idle.stopDeadline != nil)
+        // Fresh: its first request, sent after the stop, is still read (a restart loses nothing).
+        try await freshClient.send("GET b\n")
+        #expect(try await freshRead.value == "GET b")
         // Half a request: the rest arrives after the stop and is answered.
         try await busyClient.send("v\n")
         #expect(try await busyRead.value == "SET k v")
@@ -143,8 +155,8 @@ import VigilTesting
         #expect(ContinuousClock.now < deadline.advanced(by: .seconds(1)))
         // After the stop, a connection between requests reads nil at once.
         #expect(try await busy.readLine() == nil)
-        for connection in [idle, busy, slow] { connection.close() }
-        for client in [idleClient, busyClient, slowClient] { client.close() }
+        for connection in [idle, fresh, busy, slow] { connection.close() }
+        for client in [idleClient, freshClient, busyClient, slowClient] { client.close() }
         #expect(try await iterator.next() == nil)
     }
 
