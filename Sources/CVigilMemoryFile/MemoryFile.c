@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "CVigilMemoryFile.h"
 
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -15,4 +16,10 @@
 int cvigil_memfd_create_sealable(const char *name) {
     // The raw system call: musl and older glibc lack the wrapper, and the kernel's is the same.
     return (int)syscall(SYS_memfd_create, name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+}
+
+long long cvigil_file_system_type(int fd) {
+    struct statfs info;
+    if (fstatfs(fd, &info) != 0) return -1;
+    return (long long)info.f_type;
 }

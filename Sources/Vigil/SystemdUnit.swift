@@ -175,13 +175,22 @@ extension SystemdUnit {
         if address.unicodeScalars.contains(where: { $0.value < 0x21 || $0.value == 0x7F }) {
             return "the address contains white space or a control character"
         }
+        if address.contains("%") {
+            // systemd expands specifiers in ListenStream=: /run/%n would listen on /run/NAME.socket.
+            return "the address contains %, which systemd expands as a specifier (%n, %i, …)"
+        }
         if address.hasPrefix("/") || address.hasPrefix("@") {
+            guard address.utf8.count > 1 else { return "the socket path or abstract name is empty" }
             return address.utf8.count <= 107 ? nil : "a socket path is at most 107 bytes"
         }
         let expected = "expected /path, @abstract, PORT, IPV4:PORT or [IPV6]:PORT"
         let colon = address.lastIndex(of: ":")
         let port = colon.map { String(address[address.index(after: $0)...]) } ?? address
-        guard let number = Int(port), (1...65535).contains(number) else { return expected }
+        // Decimal digits only, no sign and no leading zero: the one spelling that systemd's
+        // parser (which may take "010" for octal) and the admin read alike.
+        guard port.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }), !port.hasPrefix("0"),
+            let number = Int(port), (1...65535).contains(number)
+        else { return expected }
         guard let colon else { return nil }
         var host = String(address[..<colon])
         var family = AF_INET

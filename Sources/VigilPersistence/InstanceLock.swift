@@ -52,6 +52,19 @@ package final class InstanceLock: Sendable {
             close(file)
             throw SystemError(path: path, operation: "lock", errno: EINVAL, detail: "it is \(kind), not a regular file")
         }
+        // A hard link planted by the directory's owner would have root truncate, write and
+        // chown the file it links to (another file in the same file system: /etc/shadow where
+        // fs.protected_hardlinks is off). The lock file is this directory's own, one name only.
+        guard info.st_nlink == 1 else {
+            close(file)
+            throw SystemError(
+                path: path,
+                operation: "lock",
+                errno: EMLINK,
+                detail: "it has \(info.st_nlink) hard links, so it may be another file's: "
+                    + "remove it (a lock file is made anew), then start again"
+            )
+        }
         guard flock(file, LOCK_EX | LOCK_NB) == 0 else {
             let code = errno
             defer { close(file) }

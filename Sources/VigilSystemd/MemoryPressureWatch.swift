@@ -1,3 +1,4 @@
+import CVigilMemoryFile
 import Synchronization
 import VigilEventLoop
 import VigilPOSIX
@@ -7,8 +8,9 @@ import VigilPlatform
 /// systemd 254 and later; `docs/PRESSURE.md`): `$MEMORY_PRESSURE_WATCH` names what to watch and
 /// `$MEMORY_PRESSURE_WRITE` (Base64) what to write to it first.
 ///
-/// - A regular file is a PSI file (the cgroup's `memory.pressure`, `/proc/pressure/memory`):
-///   opened for writing, the trigger written (`some 200000 2000000`: 200 ms stalled in 2 s), then
+/// - A regular file is a PSI file (the cgroup's `memory.pressure`, `/proc/pressure/memory`),
+///   refused unless it is on procfs or cgroupfs (so no other file gets the trigger written over
+///   its first bytes): opened for writing, the trigger written (`some 200000 2000000`: 200 ms stalled in 2 s), then
 ///   watched for `POLLPRI`. It is never read.
 /// - A FIFO is opened (read-write, so that it never reports a hang-up) and watched for `POLLIN`;
 ///   what arrives is read and discarded.
@@ -43,8 +45,8 @@ public final class MemoryPressureWatch: Sendable {
     /// `/dev/null` (off).
     ///
     /// - Important: Reads the process's environment.
-    /// - Throws: ``SystemError`` when the path cannot be watched (missing, not a regular file,
-    ///   FIFO or socket, the trigger refused by the kernel) or `$MEMORY_PRESSURE_WRITE` is not
+    /// - Throws: ``SystemError`` when the path cannot be watched (missing, not a PSI file in
+    ///   procfs or cgroupfs, FIFO or socket, the trigger refused by the kernel) or `$MEMORY_PRESSURE_WRITE` is not
     ///   Base64.
     public static func fromEnvironment(
         handler: @escaping @Sendable () -> Void
@@ -115,6 +117,18 @@ public final class MemoryPressureWatch: Sendable {
             close(descriptor)
             throw SystemError(path: shown, operation: "watch", errno: EAGAIN, detail: "it was replaced while opened")
         }
+        // A PSI file lives in procfs or cgroupfs, as systemd's sd-event also demands: any other
+        // regular file (a typo, /etc/passwd) would have its first bytes overwritten by the trigger.
+        if kind == .pressureFile && !Self.isPressureFileSystem(descriptor) {
+            close(descriptor)
+            throw SystemError(
+                path: shown,
+                operation: "watch",
+                errno: EINVAL,
+                detail: "it is a regular file outside /proc and the cgroup file system, not a PSI file; "
+                    + "it was left untouched"
+            )
+        }
         if !bytes.isEmpty, let failed = FileSystem.writeAll(bytes, to: descriptor) {
             close(descriptor)
             throw SystemError(
@@ -176,6 +190,14 @@ public final class MemoryPressureWatch: Sendable {
     /// `some 200000 2000000`, for messages: a trigger up to its first NUL.
     public static func text(_ bytes: [UInt8]) -> String {
         String(decoding: bytes.prefix { $0 != 0 }.prefix(80), as: UTF8.self)
+    }
+
+    /// True when `descriptor` is on procfs (`/proc/pressure/memory`) or cgroupfs (a cgroup's
+    /// `memory.pressure`), the only homes of PSI files.
+    private static func isPressureFileSystem(_ descriptor: Int32) -> Bool {
+        let type = cvigil_file_system_type(descriptor)
+        // PROC_SUPER_MAGIC, CGROUP2_SUPER_MAGIC (linux/magic.h).
+        return type == 0x9fa0 || type == 0x6367_7270
     }
 
     /// A non-blocking `AF_UNIX` stream socket connected to `path`; -1 with `errno` on failure.

@@ -54,6 +54,20 @@ import VigilTesting
         let fifo = #expect(throws: SystemError.self) { try TrustedDirectory.open(path).lockInstance() }
         #expect(fifo?.errno == EINVAL)
         unlink(path + "/instance.lock")
+        // A hard link to another file (/etc/shadow, where fs.protected_hardlinks is off): before,
+        // the file was truncated, given the pid and, under root, chowned to the directory's owner.
+        let victim = path + ".victim"
+        writeFile(victim, "secret\n")
+        chmod(victim, 0o600)
+        #expect(Glibc.link(victim, path + "/instance.lock") == 0)
+        let linked = #expect(throws: SystemError.self) { try TrustedDirectory.open(path).lockInstance() }
+        #expect(linked?.errno == EMLINK)
+        #expect(linked?.detail?.hasPrefix("it has 2 hard links") == true, "\(String(describing: linked))")
+        #expect(TextFile.read(victim) == "secret\n")
+        var info = stat()
+        #expect(stat(victim, &info) == 0 && info.st_uid == getuid() && info.st_mode & 0o777 == 0o600)
+        unlink(path + "/instance.lock")
+        unlink(victim)
         rmdir(path)
     }
 

@@ -40,16 +40,17 @@ import VigilTesting
         #expect(reports.values.count == 2)
     }
 
-    /// A regular file stands in for a PSI file: the decoded trigger is written to it first.
-    @Test func aRegularFileGetsTheTriggerWrittenFirst() throws {
+    /// A regular file outside procfs and cgroupfs is no PSI file: refused, and the trigger is not
+    /// written over its first bytes (a typo in the unit, or /etc/passwd, kept intact).
+    @Test func aRegularFileElsewhereIsRefusedAndLeftUntouched() throws {
         let path = temporaryDirectory() + "/memory.pressure"
-        writeFile(path, "")
-        let watch = try #require(try MemoryPressureWatch(watch: path, write: Self.triggerBase64) {})
-        defer { watch.cancel() }
-        #expect(watch.kind == .pressureFile)
-        #expect(watch.written == Self.trigger)
-        #expect(MemoryPressureWatch.text(watch.written) == "some 200000 2000000")
-        #expect(readFile(path).map { Array($0.utf8) } == Self.trigger)
+        writeFile(path, "precious data\n")
+        let refused = try #require(throws: (any Error).self) {
+            try MemoryPressureWatch(watch: path, write: Self.triggerBase64) {}
+        }
+        #expect("\(refused)".contains("it is a regular file outside /proc and the cgroup file system"), "\(refused)")
+        #expect(readFile(path) == "precious data\n")
+        #expect(MemoryPressureWatch.text(Self.trigger) == "some 200000 2000000")
     }
 
     /// A stream socket: connected, the trigger written to it, each message a report; the peer
@@ -107,6 +108,7 @@ import VigilTesting
     func aRealPSITriggerIsAcceptedAndABadOneRefused() throws {
         let watch = try #require(try MemoryPressureWatch(watch: "/proc/pressure/memory", write: Self.triggerBase64) {})
         #expect(watch.kind == .pressureFile)
+        #expect(watch.written == Self.trigger)
         watch.cancel()
         let bad = "c29tZSAxIDI="  // "some 1 2": a window under 500 ms
         let refused = try #require(throws: (any Error).self) {

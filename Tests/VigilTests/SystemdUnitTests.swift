@@ -101,6 +101,11 @@ import Vigil
             ("localhost:7000", "expected /path, @abstract, PORT, IPV4:PORT or [IPV6]:PORT (a numeric address)"),
             ("[::1:7000", "expected /path, @abstract, PORT, IPV4:PORT or [IPV6]:PORT (a numeric address)"),
             ("/" + String(repeating: "a", count: 107), "a socket path is at most 107 bytes"),
+            ("/run/%n", "the address contains %, which systemd expands as a specifier (%n, %i, …)"),
+            ("@", "the socket path or abstract name is empty"), ("/", "the socket path or abstract name is empty"),
+            ("080", "expected /path, @abstract, PORT, IPV4:PORT or [IPV6]:PORT"),
+            ("+80", "expected /path, @abstract, PORT, IPV4:PORT or [IPV6]:PORT"),
+            ("127.0.0.1:010", "expected /path, @abstract, PORT, IPV4:PORT or [IPV6]:PORT"),
         ] as [(String, String?)]
     )
     func socketAddressesAreChecked(address: String, problem: String?) {
