@@ -152,10 +152,14 @@ public final class MemoryPressureWatch: Sendable {
             ) { [kind] report in
                 var ended = report.isEnd
                 if kind != .pressureFile {
-                    // Bytes are only a doorbell: read them all away. End of file ends a socket.
-                    var buffer = [UInt8](repeating: 0, count: 512)
-                    while true {
+                    // Bytes are only a doorbell: read them away. End of file ends a socket. At
+                    // most 64 reads of 4 KiB a report: a writer that floods the FIFO cannot keep
+                    // the loop here (the watch is level-triggered, so the rest comes next turn).
+                    var buffer = [UInt8](repeating: 0, count: 4096)
+                    var reads = 0
+                    while reads < 64 {
                         let count = read(descriptor, &buffer, buffer.count)
+                        reads += 1
                         if count > 0 { continue }
                         if count < 0 && errno == EINTR { continue }
                         if count == 0 || (count < 0 && errno != EAGAIN) { ended = true }
