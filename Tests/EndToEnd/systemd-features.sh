@@ -82,12 +82,18 @@ in_sandbox systemctl daemon-reload
 fifo=/run/vigil-pressure.fifo
 mkfifo -m 0666 "$root$fifo"
 mkdir -p "$root/etc/systemd/system/vigild.service.d"
-printf '[Service]\nEnvironment=MEMORY_PRESSURE_WATCH=%s\n' "$fifo" > "$root/etc/systemd/system/vigild.service.d/pressure.conf"
+# MEMORY_PRESSURE_WRITE emptied: from 254 on systemd sets it (the cgroup's PSI trigger), vigild
+# would write it into the FIFO and read its own write back as a report, and the first check
+# below would pass on that rather than on the test's write (found by h-kv).
+printf '[Service]\nEnvironment=MEMORY_PRESSURE_WATCH=%s MEMORY_PRESSURE_WRITE=\n' "$fifo" > "$root/etc/systemd/system/vigild.service.d/pressure.conf"
 in_sandbox systemctl daemon-reload
 before=$(cursor)
 in_sandbox systemctl start vigild
 check "memory pressure: vigild watches the FIFO MEMORY_PRESSURE_WATCH names" await_entry 10 "$before" \
   "e.get('MESSAGE') == 'Watching memory pressure: FIFO $fifo'"
+check "memory pressure: no report before the test writes one" test "$(in_sandbox journalctl -u vigild --after-cursor="$before" -o json --no-pager |
+  python3 -c 'import json,sys; print(sum(1 for l in sys.stdin if json.loads(l).get("VIGIL_EVENT") == "memory-pressure"))')" = 0
+before=$(cursor)
 # One writer for all reports (held open by the shell). Each report is one wake-up of the watch
 # (bytes that arrive together are one); reports within a second of the last event are dropped
 # and counted.
