@@ -1,4 +1,5 @@
 @preconcurrency import Dispatch
+import Synchronization
 import VigilPOSIX
 import VigilPlatform
 import VigilSystemd
@@ -10,6 +11,12 @@ public final class DaemonProcess: Sendable {
     /// The child's pid.
     public let pid: Int32
     private let exit = AsyncRecorder<Int32>()
+    /// Whether the exit was observed on a child left a zombie (for `deinit` to reap).
+    private let zombie = Flag()
+
+    private final class Flag: Sendable {
+        let value = Mutex(false)
+    }
 
     /// Spawns `executable` with `arguments`, this process's environment plus `environment`
     /// (or exactly `environment` when `inheritEnvironment` is `false`), and stdout/stderr sent
@@ -36,10 +43,21 @@ public final class DaemonProcess: Sendable {
         pid = child
         let spawned = child
         let exit = self.exit
+        let zombie = self.zombie
+        // The exit is observed without reaping (WNOWAIT): the child stays a zombie, its pid
+        // taken, until this object goes. Reaped at once, its pid could be given to a new process
+        // or thread (pid_max is 32768 here) — one of this test runner's own threads, say — and
+        // a `send` after the exit would signal that (a SIGUSR1 once killed the runner so).
         DetachedThread.run {
-            var status: Int32 = 0
-            while waitpid(spawned, &status, 0) < 0 && errno == EINTR {}
-            let code: Int32 = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+            var info = siginfo_t()
+            var result: Int32
+            repeat {
+                result = waitid(P_PID, id_t(spawned), &info, WEXITED | WNOWAIT)
+            } while result < 0 && errno == EINTR
+            // A caller that reaps the child itself (waitpid on `pid`) leaves no zombie to reap.
+            if result == 0 { zombie.value.withLock { $0 = true } }
+            let status = info._sifields._sigchld.si_status
+            let code: Int32 = info.si_code == CLD_EXITED ? status & 0xff : 128 + status
             exit.append(code)
         }
     }
@@ -125,7 +143,8 @@ public final class DaemonProcess: Sendable {
         return child
     }
 
-    /// Sends `signal` to the child.
+    /// Sends `signal` to the child (to its zombie, harmlessly, once it exited: its pid is not
+    /// reused while this object lives).
     public func send(_ signal: Int32) {
         kill(pid, signal)
     }
@@ -135,10 +154,35 @@ public final class DaemonProcess: Sendable {
         try await exit.wait(timeout: timeout, "process \(pid) to exit") { !$0.isEmpty }[0]
     }
 
+    /// Waits for the child to exit and reaps it, so that its pid names no process any more (a
+    /// test of what happens to a pid that is gone); returns its status. After it, ``send(_:)``
+    /// may reach a process that was given the pid since.
+    public func reap(timeout: Duration = .seconds(30)) async throws -> Int32 {
+        let status = try await waitForExit(timeout: timeout)
+        let wasZombie = zombie.value.withLock { value in
+            defer { value = false }
+            return value
+        }
+        if wasZombie {
+            var raw: Int32 = 0
+            while waitpid(pid, &raw, 0) < 0 && errno == EINTR {}
+        }
+        return status
+    }
+
     /// The exit status if the child already exited.
     public var exitStatus: Int32? { exit.values.first }
 
     deinit {
-        if exit.values.isEmpty { kill(pid, SIGKILL) }
+        let running = exit.values.isEmpty
+        if running { kill(pid, SIGKILL) }
+        // Reaps the zombie the exit left (see init), once it is one; not a pid that the caller
+        // reaped itself, which may belong to another process by now.
+        guard running || zombie.value.withLock({ $0 }) else { return }
+        let pid = self.pid
+        DetachedThread.run {
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        }
     }
 }

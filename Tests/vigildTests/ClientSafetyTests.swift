@@ -379,7 +379,7 @@ import VigilTesting
     @Test func aStatusFileWhoseProcessIsGoneMeansNoDaemon() async throws {
         let runtime = VigildBinary.temporaryDirectory()
         let gone = try DaemonProcess(executable: "/bin/true")
-        _ = try await gone.waitForExit()
+        _ = try await gone.reap()
         let standIn = try Self.victim()
         let actual = try Self.startTime(standIn.pid)
         for (file, reason) in [
@@ -577,7 +577,7 @@ extension DaemonProofTests {
             )
         )
         let exited = try DaemonProcess(executable: "/bin/true")
-        _ = try await exited.waitForExit()
+        _ = try await exited.reap()
         #expect(
             verify(startTime: nil, mainPID: "\(exited.pid)", pid: exited.pid)
                 == "pid \(exited.pid) named in status.json is not running"
