@@ -114,3 +114,12 @@ check_booted_version() {
   check "systemd ${VIGIL_E2E_SYSTEMD:-252} is running" bash -c "
     nsenter -t $pid -a systemctl --version | head -1 | tee /dev/stderr | grep -q '^systemd ${VIGIL_E2E_SYSTEMD:-252} '"
 }
+
+# sandbox_kill SIGNAL PID: kill(1) inside the sandbox, for a PID that names one process. A pid
+# read from `systemctl show -P MainPID` is 0 when the unit is not running, and `kill -SIG 0`
+# signals the caller's whole process group: the test runner's (a SIGUSR1 killed `swift test`
+# so, found with the signal:signal_generate trace event).
+sandbox_kill() {
+  case $2 in '' | 0 | 1 | *[!0-9]*) echo "not signalling pid '$2': not one process" >&2; return 1 ;; esac
+  in_sandbox kill "$1" "$2"
+}

@@ -30,9 +30,9 @@ frozen_main=$(show MainPID)
 frozen_restarts=$(show NRestarts)
 journald=$(in_sandbox systemctl show -P MainPID systemd-journald)
 before_freeze=$(cursor)
-in_sandbox kill -STOP "$journald"
+sandbox_kill -STOP "$journald"
 # A burst of 200 SIGUSR1 (3 entries each) on top of 10 heartbeats a second.
-for _ in $(seq 1 200); do in_sandbox kill -USR1 "$frozen_main"; done
+for _ in $(seq 1 200); do sandbox_kill -USR1 "$frozen_main"; done
 beats() { in_sandbox vigild status --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["heartbeats"])'; }
 first=$(beats)
 check "journald frozen: vigild status keeps answering and heartbeats keep counting for 5 s" bash -c "
@@ -49,7 +49,7 @@ check "journald frozen: no watchdog kill, same MainPID" bash -c "
   [ \"\$(nsenter -t $pid -a systemctl show -P MainPID vigild)\" = $frozen_main ] &&
   [ \"\$(nsenter -t $pid -a systemctl show -P NRestarts vigild)\" = $frozen_restarts ] &&
   [ \"\$(nsenter -t $pid -a systemctl show -P ActiveState vigild)\" = active ]"
-in_sandbox kill -CONT "$journald"
+sandbox_kill -CONT "$journald"
 check "journald resumed: the journal says how many entries were dropped" await_entry 20 "$before_freeze" \
   "e.get('MESSAGE_ID') == '$dropped_id' and int(e.get('VIGIL_DROPPED_ENTRIES', 0)) > 0 and e.get('PRIORITY') == '4' and e.get('_PID') == '$frozen_main'"
 check "journald resumed: entries flow again" await_entry 10 "$(cursor)" "e.get('MESSAGE') == 'alive'"
