@@ -22,15 +22,20 @@ public final class DaemonProcess: Sendable {
     /// (or exactly `environment` when `inheritEnvironment` is `false`), and stdout/stderr sent
     /// to `outputPath` (or inherited).
     ///
-    /// - Parameter listenFileDescriptors: passed as systemd's socket activation passes them;
-    ///   see ``spawn(executable:arguments:environment:inheritEnvironment:outputPath:listenFileDescriptors:)``.
+    /// - Parameters:
+    ///   - listenFileDescriptors: passed as systemd's socket activation passes them; see
+    ///     ``spawn(executable:arguments:environment:inheritEnvironment:outputPath:listenFileDescriptors:ownProcessGroup:)``.
+    ///   - ownProcessGroup: starts the child in a process group of its own, so that a `kill 0`
+    ///     in it (a script's `kill` of an empty or zero pid) reaches its group, not the test
+    ///     runner's.
     public init(
         executable: String,
         arguments: [String] = [],
         environment: [String: String] = [:],
         inheritEnvironment: Bool = true,
         outputPath: String? = nil,
-        listenFileDescriptors: [ListenedFileDescriptor] = []
+        listenFileDescriptors: [ListenedFileDescriptor] = [],
+        ownProcessGroup: Bool = false
     ) throws {
         let child = try Self.spawn(
             executable: executable,
@@ -38,7 +43,8 @@ public final class DaemonProcess: Sendable {
             environment: environment,
             inheritEnvironment: inheritEnvironment,
             outputPath: outputPath,
-            listenFileDescriptors: listenFileDescriptors
+            listenFileDescriptors: listenFileDescriptors,
+            ownProcessGroup: ownProcessGroup
         )
         pid = child
         let spawned = child
@@ -74,13 +80,16 @@ public final class DaemonProcess: Sendable {
     ///     names) and `LISTEN_PID` set to the child's own pid. For that, the child is started
     ///     through `/bin/sh -c 'export LISTEN_PID=$$; exec "$0" "$@"'`, which keeps the pid
     ///     across `exec`. This process keeps its own copies.
+    ///   - ownProcessGroup: the child leads a new process group (its pid), so that a signal to
+    ///     its group, or from it to `kill 0`, stays there.
     public static func spawn(
         executable: String,
         arguments: [String] = [],
         environment: [String: String] = [:],
         inheritEnvironment: Bool = true,
         outputPath: String? = nil,
-        listenFileDescriptors: [ListenedFileDescriptor] = []
+        listenFileDescriptors: [ListenedFileDescriptor] = [],
+        ownProcessGroup: Bool = false
     ) throws -> pid_t {
         var merged: [String: String] = [:]
         var entry = environ
@@ -135,7 +144,13 @@ public final class DaemonProcess: Sendable {
         // A child starts with default signal dispositions and an empty mask, whatever the runner has.
         var child: pid_t = 0
         let result = ChildProcess.withCleanSignalState { attributes in
-            posix_spawn(&child, program, &actions, &attributes, argv, envp)
+            if ownProcessGroup {
+                var flags: Int16 = 0
+                posix_spawnattr_getflags(&attributes, &flags)
+                posix_spawnattr_setflags(&attributes, flags | Int16(POSIX_SPAWN_SETPGROUP))
+                posix_spawnattr_setpgroup(&attributes, 0)
+            }
+            return posix_spawn(&child, program, &actions, &attributes, argv, envp)
         }
         guard result == 0 else {
             throw SystemCallError("posix_spawn \(executable)", result)

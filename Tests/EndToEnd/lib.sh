@@ -120,6 +120,12 @@ check_booted_version() {
 # signals the caller's whole process group: the test runner's (a SIGUSR1 killed `swift test`
 # so, found with the signal:signal_generate trace event).
 sandbox_kill() {
-  case $2 in '' | 0 | 1 | *[!0-9]*) echo "not signalling pid '$2': not one process" >&2; return 1 ;; esac
+  one_pid "$2" || { echo "not signalling pid '$2': not one process" >&2; return 1; }
   in_sandbox kill "$1" "$2"
+}
+
+# one_pid PID: PID names one process (not '', 0, 1, negative or not a number), for a script that
+# signals it in a loop of its own (limits.sh).
+one_pid() {
+  case $1 in '' | 0 | 1 | *[!0-9]*) return 1 ;; esac
 }

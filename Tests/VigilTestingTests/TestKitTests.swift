@@ -93,4 +93,20 @@ import VigilTesting
         killed.send(SIGKILL)
         #expect(try await killed.waitForExit() == 128 + SIGKILL)
     }
+
+    /// A script's `kill -s SIG 0` (a pid read as 0 from a unit that is not running) signals its
+    /// process group: in a group of its own, that is the script's alone. Before, the end-to-end
+    /// suite shared the runner's group, and such a kill ended `swift test` with SIGUSR1 and
+    /// SIGRTMIN+5 in CI.
+    @Test func aChildInAProcessGroupOfItsOwnKeepsAKillZeroToItself() async throws {
+        let grouped = try DaemonProcess(
+            executable: "/bin/sh",
+            arguments: ["-c", "kill -s USR2 0; sleep 60"],
+            ownProcessGroup: true
+        )
+        #expect(try await grouped.waitForExit() == 128 + SIGUSR2, "the script's own kill 0 ended it")
+        let plain = try DaemonProcess(executable: "/bin/sleep", arguments: ["60"])
+        defer { plain.send(SIGKILL) }
+        #expect(getpgid(plain.pid) == getpgrp(), "a plain child shares the runner's group")
+    }
 }

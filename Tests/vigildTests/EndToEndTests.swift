@@ -20,7 +20,10 @@ import VigilTesting
         let suite = try DaemonProcess(
             executable: "/bin/bash",
             arguments: [Self.projectDirectory + "/Tests/EndToEnd/run.sh", VigildBinary.path],
-            outputPath: output
+            outputPath: output,
+            // A `kill 0` in a script (a pid read as 0 from a unit that is not running) signals
+            // the script's process group: its own, not this runner's.
+            ownProcessGroup: true
         )
         let status = try await suite.waitForExit(timeout: .seconds(900))
         let log = try String(contentsOfFile: output)
