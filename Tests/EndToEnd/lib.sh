@@ -44,6 +44,11 @@ check() { # check NAME COMMAND...: runs the command, records the result
 
 in_sandbox() { nsenter -t "$pid" -a "$@"; }
 
+# start_unit UNIT: systemctl start, and on failure the unit's last journal lines (why it failed).
+start_unit() {
+  in_sandbox systemctl start "$1" || { in_sandbox journalctl -u "$1" --no-pager | tail -n 15; return 1; }
+}
+
 # --- the systemd versions ---
 version_jobs=()
 check_prefix=""

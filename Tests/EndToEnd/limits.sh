@@ -52,7 +52,7 @@ in_sandbox systemctl daemon-reload
 
 # --- item 9: unowned real-time signals are taken and discarded, not left queued ---
 before=$(cursor)
-check "unowned real-time signals: vigild starts" in_sandbox systemctl start vigild
+check "unowned real-time signals: vigild starts" start_unit vigild
 main_pid=$(show MainPID)
 # MainPID is 0 when the start failed, and `kill -s SIGRTMIN+5 0` would signal this script's
 # process group, `swift test` included (it killed CI so once): no pid, no flood.

@@ -83,9 +83,7 @@ check "systemd-analyze security: exposure 1.0 or less" bash -c "
 
 # --- start ---
 start=$(cursor)
-check "systemctl start returns after readiness" bash -c "
-  nsenter -t $pid -a systemctl start vigild ||
-    { nsenter -t $pid -a journalctl -u vigild --no-pager | tail -n 15; false; }"
+check "systemctl start returns after readiness" start_unit vigild
 check "active, running, with StatusText and MainPID" bash -c "
   [ \"\$(nsenter -t $pid -a systemctl show -P ActiveState vigild)\" = active ] &&
   [ \"\$(nsenter -t $pid -a systemctl show -P SubState vigild)\" = running ] &&
