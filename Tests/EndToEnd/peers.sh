@@ -25,7 +25,7 @@ mkdir -p "$dropins"
 printf '[Service]\nWatchdogSec=2s\n' > "$dropins/watchdog.conf"
 in_sandbox systemctl daemon-reload
 write_config '{ "heartbeat": { "interval": 0.1, "message": "alive" }, "persistence": { "checkpointInterval": 0 } }'
-in_sandbox systemctl start vigild
+check "journald frozen: vigild starts (WatchdogSec=2s)" start_unit vigild
 frozen_main=$(show MainPID)
 frozen_restarts=$(show NRestarts)
 journald=$(in_sandbox systemctl show -P MainPID systemd-journald)
