@@ -46,6 +46,9 @@ package struct ReloadClient: Sendable {
             holdsInstanceLock: {
                 InstanceLockHolder.holds($0, lock: directory.path(of: InstanceLock.fileName), owner: directory.owner)
             },
+            lockHolder: {
+                InstanceLockHolder.holder(lock: directory.path(of: InstanceLock.fileName), owner: directory.owner)
+            },
             mainPID: directories.environment.directory("MAINPID")
         )
         let interruption = ClientInterruption(name: name)
@@ -61,7 +64,9 @@ package struct ReloadClient: Sendable {
             if let signal = interruption.received { interrupted = signal }
             // The daemon answers through its status file; poll it every 5 ms.
             let current = try? RuntimeStatus.read(from: directory)
-            if !rejected, let current, current.pid == target, let reload = current.lastReload,
+            // The same daemon's answer: its pid as it records it (in a PID namespace of its own,
+            // not `target`).
+            if !rejected, let current, current.pid == status.pid, let reload = current.lastReload,
                 reload.beganMonotonicUsec >= sent
             {
                 if reload.result == "applied" {
@@ -118,6 +123,9 @@ package struct ReloadClient: Sendable {
     ///   - holdsInstanceLock: whether a pid holds the `instance.lock` of the file's directory:
     ///     proof enough where the directory's owner is not the process's user (systemd 257 maps
     ///     a `DynamicUser=` unit's preserved runtime directory, owned by `nobody` outside it).
+    ///   - lockHolder: the pid, here, of the one process that holds that `instance.lock`:
+    ///     a daemon in a PID namespace of its own (`PrivatePIDs=`, `unshare --pid`) records its
+    ///     pid there (1, say); here it is this pid, taken when it started at the recorded time.
     ///   - mainPID: `$MAINPID`, as systemd sets it for `ExecReload=`.
     package static func verifiedDaemon(
         _ status: RuntimeStatus,
@@ -128,14 +136,19 @@ package struct ReloadClient: Sendable {
         startTime: (Int32) -> UInt64? = ProcessStartTime.of,
         processOwner: (Int32) -> uid_t? = Self.processOwner,
         holdsInstanceLock: (Int32) -> Bool = { _ in false },
+        lockHolder: () -> Int32? = { nil },
         mainPID: String?
     ) throws(ControlClientError) -> Int32 {
-        if let requested, requested != status.pid {
+        let namespaced =
+            (requested.map { $0 != status.pid } ?? false) || startTime(status.pid) != status.processStartTime
+            ? StatusClient.namespacedDaemon(status, holder: lockHolder(), startTime: startTime) : nil
+        let pid = namespaced ?? status.pid
+        if let requested, requested != pid {
+            let described = namespaced.map { "pid \($0) here, \(status.pid) in its PID namespace" } ?? "pid \(pid)"
             throw ControlClientError(
-                "refusing to signal pid \(requested): it is not the \(name) that \(file) describes (pid \(status.pid))"
+                "refusing to signal pid \(requested): it is not the \(name) that \(file) describes (\(described))"
             )
         }
-        let pid = status.pid
         guard pid > 1 else {
             throw ControlClientError("refusing to signal pid \(pid) named in \(file): not a daemon's pid")
         }

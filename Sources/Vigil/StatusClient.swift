@@ -15,7 +15,8 @@ package struct StatusClient: Sendable {
     /// the last reload) is lost to a script.
     package func run(runtimeDirectory: String?, json: Bool) -> Int32 {
         let status: RuntimeStatus
-        let stale: String?
+        var stale: String?
+        var here: Int32?
         do {
             let directory: TrustedDirectory
             (directory, status) = try directories.runtimeForClient(runtimeDirectory)
@@ -31,6 +32,15 @@ package struct StatusClient: Sendable {
                     )
                 }
             )
+            // A daemon in a PID namespace of its own records its pid there.
+            if stale != nil {
+                let holder = InstanceLockHolder.holder(
+                    lock: directory.path(of: InstanceLock.fileName),
+                    owner: directory.owner
+                )
+                here = Self.namespacedDaemon(status, holder: holder)
+                if here != nil { stale = nil }
+            }
         } catch {
             output.error("\(name) status: \(error)")
             return 2
@@ -43,7 +53,7 @@ package struct StatusClient: Sendable {
                 return 2
             }
         } else {
-            output.print(text(status, running: stale == nil))
+            output.print(text(status, running: stale == nil, pidHere: here))
         }
         guard let stale else { return 0 }
         output.error("\(name) status: no running \(name): \(stale)")
@@ -81,9 +91,25 @@ package struct StatusClient: Sendable {
         return nil
     }
 
+    /// The daemon's pid here when it runs in a PID namespace of its own: it records its pid
+    /// there (1, say), which names another process here or none; the one process that holds
+    /// the directory's `instance.lock` (`holder`, as `/proc/locks` shows it here) is the daemon
+    /// when it started at the time the file records. `nil` otherwise.
+    package static func namespacedDaemon(
+        _ status: RuntimeStatus,
+        holder: Int32?,
+        startTime: (Int32) -> UInt64? = ProcessStartTime.of
+    ) -> Int32? {
+        guard let holder, holder > 1, holder != status.pid, let recorded = status.processStartTime,
+            startTime(holder) == recorded
+        else { return nil }
+        return holder
+    }
+
     /// The human-readable status: the library's lines with the daemon's after `last reload`.
-    /// Everything that came from the file has its control characters escaped.
-    package func text(_ status: RuntimeStatus, running: Bool = true) -> String {
+    /// Everything that came from the file has its control characters escaped. `pidHere`: the
+    /// daemon's pid in this PID namespace when it is not the one it records.
+    package func text(_ status: RuntimeStatus, running: Bool = true, pidHere: Int32? = nil) -> String {
         func line(_ label: String, _ value: String) -> String {
             let label = DisplayText.escapingControlCharacters(label) + ":"
             let padding = String(repeating: " ", count: max(1, 16 - label.count))
@@ -91,7 +117,7 @@ package struct StatusClient: Sendable {
         }
         let reload = status.lastReload.map { "\($0.result)" + ($0.reason.map { ": \($0)" } ?? "") } ?? "none"
         var text = [
-            "\(name) pid \(status.pid): "
+            "\(name) pid \(pidHere.map { "\($0) (\(status.pid) in its own PID namespace)" } ?? "\(status.pid)"): "
                 + (running ? "" : "not running; last written: ")
                 + "\(DisplayText.escapingControlCharacters(status.state)), configuration generation \(status.generation)",
             line("last reload", reload),

@@ -69,7 +69,7 @@ package final class InstanceLock: Sendable {
             let code = errno
             defer { close(file) }
             guard code == EWOULDBLOCK else { throw SystemError(path: path, operation: "lock", errno: code) }
-            let holder = Self.recordedPID(file).map { "pid \($0)" } ?? "another process (its pid is not recorded yet)"
+            let holder = Self.describeHolder(recorded: Self.recordedPID(file), info: info)
             throw SystemError(
                 path: path,
                 operation: "lock",
@@ -120,6 +120,34 @@ package final class InstanceLock: Sendable {
     deinit { close(descriptor) }
 
     /// The pid in the lock file (its first line, digits only), or `nil`.
+    /// The holder for the message: its pid here, as `/proc/locks` shows it, and the pid it
+    /// wrote in the file when that differs (a daemon in a PID namespace of its own writes its
+    /// own pid there: 1, say, which here is init).
+    private static func describeHolder(recorded: Int32?, info: stat) -> String {
+        let visible = (try? FileSystem.read("/proc/locks", limit: 1 << 20)).map {
+            InstanceLockHolder.holders(
+                in: String(decoding: $0, as: UTF8.self),
+                device: UInt64(info.st_dev),
+                inode: UInt64(info.st_ino)
+            )
+        }
+        // One holder; 0 when it is not visible from here. `/proc/locks` may be hidden
+        // (ProcSubset=pid): then the file's pid is all there is.
+        let here = visible?.count == 1 ? visible?.first : nil
+        switch (here, recorded) {
+        case (let here?, let recorded?) where here > 0 && here != recorded:
+            return "pid \(here) (pid \(recorded) in its own PID namespace)"
+        case (let here?, _) where here > 0:
+            return "pid \(here)"
+        case (0?, let recorded?):
+            return "pid \(recorded) of another PID namespace"
+        case (_, let recorded?):
+            return "pid \(recorded)"
+        case (_, nil):
+            return "another process (its pid is not recorded yet)"
+        }
+    }
+
     private static func recordedPID(_ file: Int32) -> Int32? {
         var buffer = [UInt8](repeating: 0, count: 24)
         let count = buffer.withUnsafeMutableBytes { pread(file, $0.baseAddress, $0.count, 0) }

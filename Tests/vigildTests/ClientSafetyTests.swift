@@ -1,6 +1,7 @@
 import Glibc
 import Testing
 import Vigil
+import VigilPersistence
 import VigilTesting
 
 /// `vigild reload` and `vigild status` against hostile runtime directories, forged status
@@ -543,6 +544,54 @@ struct DaemonProofTests {
         )
         first.pid = 0
         #expect(StatusClient.notRunning(first, file: "s", directoryOwner: 0) == "s names pid 0, not a daemon's")
+    }
+
+    /// A daemon in a PID namespace of its own records pid 1; here it is the lock's one holder,
+    /// taken only when that process started at the recorded time.
+    @Test func aNamespacedDaemonIsTheLockHolderThatStartedAtTheRecordedTime() throws {
+        var inside = status
+        inside.pid = 1
+        let startTimes: [Int32: UInt64] = [1: 5, 5150: 77, 6160: 78]
+        func signal(holder: Int32?, requested: Int32? = nil) -> String {
+            do {
+                return "signal "
+                    + String(
+                        try ReloadClient.verifiedDaemon(
+                            inside,
+                            requested: requested,
+                            file: "status.json",
+                            name: "vigild",
+                            directoryOwner: 0,
+                            startTime: { startTimes[$0] },
+                            processOwner: { _ in 0 },
+                            lockHolder: { holder },
+                            mainPID: nil
+                        )
+                    )
+            } catch {
+                return error.description
+            }
+        }
+        #expect(signal(holder: 5150) == "signal 5150")
+        #expect(signal(holder: 5150, requested: 5150) == "signal 5150", "ExecReload='s $MAINPID is the pid here")
+        #expect(
+            signal(holder: 5150, requested: 6160)
+                == "refusing to signal pid 6160: it is not the vigild that status.json describes (pid 5150 here, 1 in its PID namespace)"
+        )
+        #expect(signal(holder: 6160).hasPrefix("refusing to signal pid 1"), "a holder that started at another time")
+        #expect(signal(holder: nil).hasPrefix("refusing to signal pid 1"), "no holder")
+        #expect(StatusClient.namespacedDaemon(inside, holder: 5150, startTime: { startTimes[$0] }) == 5150)
+        #expect(StatusClient.namespacedDaemon(inside, holder: 6160, startTime: { startTimes[$0] }) == nil)
+        #expect(StatusClient.namespacedDaemon(inside, holder: 1, startTime: { _ in 77 }) == nil, "never pid 1")
+        // /proc/locks as the kernel prints it: a waiter ("->") and other files do not count.
+        let locks = """
+            1: FLOCK  ADVISORY  WRITE 5150 fd:01:4242 0 EOF
+            1: -> FLOCK  ADVISORY  WRITE 6160 fd:01:4242 0 EOF
+            2: FLOCK  ADVISORY  WRITE 7170 fd:01:4243 0 EOF
+            3: POSIX  ADVISORY  WRITE 8180 fd:01:4242 0 EOF
+            """
+        let device = UInt64(0xfd) << 8 | 1
+        #expect(InstanceLockHolder.holders(in: locks, device: device, inode: 4242) == [5150])
     }
 
     @Test func aVisibleProcessMustRunAsTheDirectorysOwner() {

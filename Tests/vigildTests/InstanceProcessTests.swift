@@ -166,4 +166,53 @@ import VigilTesting
         daemon.send(SIGTERM)
         #expect(try await daemon.waitForExit() == 0)
     }
+
+    /// Before: a vigild in a PID namespace of its own (`unshare --pid`, systemd 257's
+    /// `PrivatePIDs=`) records its own pid there, 1: from outside, `status` said it was not
+    /// running (pid 1 here is another process), `reload` refused pid 1, and a second `run` said
+    /// "pid 1 holds it". Now the one process that holds the runtime directory's
+    /// `instance.lock` (its pid here, from `/proc/locks`) is the daemon when it started at the
+    /// time the file records.
+    @Test(.enabled(if: getuid() == 0, "unshare --pid needs root"))
+    func aDaemonInAPIDNamespaceOfItsOwnIsFoundByItsLock() async throws {
+        let socket = try FakeNotifySocket()
+        let directory = VigildBinary.temporaryDirectory()
+        let daemon = try DaemonProcess(
+            executable: "/usr/bin/unshare",
+            arguments: [
+                "--pid", "--fork", "--mount-proc", "--kill-child", VigildBinary.path, "run", "--state-directory",
+                directory + "/state", "--runtime-directory", directory + "/run",
+            ],
+            environment: ["NOTIFY_SOCKET": socket.path],
+            outputPath: directory + "/output.log"
+        )
+        try await socket.datagrams.wait("READY=1") { $0.contains { $0.lines.contains("READY=1") } }
+        let recorded = TextFile.read(directory + "/run/status.json") ?? ""
+        #expect(recorded.contains("\"pid\": 1,"), "inside its namespace it is pid 1: \(recorded)")
+
+        let status = try await ClientSafetyTests.client(["status", "--runtime-directory", directory + "/run"])
+        #expect(status.status == 0, "\(status.output)")
+        let prefix = "vigild pid "
+        let here = status.output.split(separator: "\n").first { $0.hasPrefix(prefix) }
+            .flatMap { Int32($0.dropFirst(prefix.count).prefix { $0.isNumber }) }
+        let pid = try #require(here, "\(status.output)")
+        #expect(pid > 1 && pid != daemon.pid, "the daemon's pid here: \(pid)")
+        #expect(status.output.contains("vigild pid \(pid) (1 in its own PID namespace): running"), "\(status.output)")
+
+        let reload = try await ClientSafetyTests.client(["reload", "--runtime-directory", directory + "/run"])
+        #expect(reload.status == 0, "\(reload.output)")
+        #expect(reload.output.contains("reload applied; configuration generation 2"), "\(reload.output)")
+        let asked = try await ClientSafetyTests.client([
+            "reload", "--runtime-directory", directory + "/run", "--pid", "\(pid)",
+        ])
+        #expect(asked.status == 0, "--pid with its pid here: \(asked.output)")
+
+        let second = try Self.run(directory, output: "second.log")
+        #expect(try await second.waitForExit() == 1)
+        let refused = TextFile.read(directory + "/second.log") ?? ""
+        #expect(refused.contains("pid \(pid) (pid 1 in its own PID namespace) holds it"), "\(refused)")
+
+        kill(pid, SIGTERM)
+        #expect(try await daemon.waitForExit() == 0, "\(TextFile.read(directory + "/output.log") ?? "")")
+    }
 }

@@ -1,0 +1,63 @@
+import VigilPOSIX
+import VigilPlatform
+
+/// Who holds a directory's `instance.lock`, as `/proc/locks` shows it: the proof `reload` and
+/// `status` take that a status file's pid is the daemon of that directory when the directory's
+/// owner is not the process's user (systemd 257 maps a `DynamicUser=` unit's preserved runtime
+/// directory, which is then owned by `nobody` outside the unit), and the daemon's pid as this
+/// process sees it when the daemon runs in a PID namespace of its own (`PrivatePIDs=`,
+/// `unshare --pid`): there it records its own pid, 1 say, which names another process here.
+/// `/proc/locks` gives each holder's pid in the PID namespace of the `/proc` it is read from.
+///
+/// Only `flock`'s own entry for the lock file's device and inode counts, for a regular file
+/// with one link owned by the directory's owner: a process can hold a lock only on a file it
+/// opened, and the directory's writer cannot make another user's process open its file.
+package enum InstanceLockHolder {
+    /// Whether `pid` holds the lock at `path`.
+    package static func holds(_ pid: Int32, lock path: String, owner: uid_t) -> Bool {
+        holders(lock: path, owner: owner).contains(pid)
+    }
+
+    /// The one process that holds the lock at `path`, by its pid here; `nil` when none does,
+    /// when the holder is not visible from this PID namespace (`/proc/locks` shows it as 0), or
+    /// when the file is not a lock file a daemon of that directory would hold.
+    package static func holder(lock path: String, owner: uid_t) -> Int32? {
+        let pids = holders(lock: path, owner: owner)
+        guard pids.count == 1, let pid = pids.first, pid > 0 else { return nil }
+        return pid
+    }
+
+    /// The pids of the `flock` entries (not the blocked waiters) on the file at `path`.
+    package static func holders(lock path: String, owner: uid_t) -> [Int32] {
+        var file = stat()
+        guard lstat(path, &file) == 0, file.st_mode & S_IFMT == S_IFREG, file.st_nlink == 1, file.st_uid == owner
+        else { return [] }
+        // /proc/locks is small and procfs does not hang; bounded all the same.
+        guard let bytes = try? FileSystem.read("/proc/locks", limit: 1 << 20) else { return [] }
+        return holders(
+            in: String(decoding: bytes, as: UTF8.self),
+            device: UInt64(file.st_dev),
+            inode: UInt64(file.st_ino)
+        )
+    }
+
+    /// The pids in `/proc/locks` text `text` of the `flock` entries on `device`, `inode`.
+    package static func holders(in text: String, device: UInt64, inode: UInt64) -> [Int32] {
+        let major = ((device >> 8) & 0xfff) | ((device >> 32) & ~0xfff)
+        let minor = (device & 0xff) | ((device >> 12) & ~0xff)
+        var pids: [Int32] = []
+        for line in text.split(separator: "\n") {
+            // "1: FLOCK  ADVISORY  WRITE 1234 00:19:5678 0 EOF"; "->" marks a blocked waiter.
+            let fields = line.split(separator: " ")
+            guard fields.count >= 6, fields[1] == "FLOCK", fields[2] != "->", let pid = Int32(fields[4]) else {
+                continue
+            }
+            let id = fields[5].split(separator: ":")
+            guard id.count == 3, UInt64(id[0], radix: 16) == major, UInt64(id[1], radix: 16) == minor,
+                UInt64(id[2]) == inode
+            else { continue }
+            pids.append(pid)
+        }
+        return pids
+    }
+}
