@@ -39,5 +39,7 @@ done
 docc convert "$work/Vigil.docc" \
     --additional-symbol-graph-dir "$work/graphs" \
     --fallback-display-name Vigil --fallback-bundle-identifier org.vigil.Vigil \
-    --output-path "$output" --warnings-as-errors --analyze ${VIGIL_DOCS_IDE:+--ide-console-output}
+    --output-path "$output" --warnings-as-errors --analyze ${VIGIL_DOCS_IDE:+--ide-console-output} 2>&1 |
+    # Problems in a catalog are reported where the file lives, not in the copy.
+    sed "s|$work/Vigil.docc/\([A-Za-z]*\)/|Sources/\1/\1.docc/|g"
 echo "$output"
