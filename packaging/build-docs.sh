@@ -21,12 +21,21 @@ modules=(
     Vigil VigilLifecycle VigilSystemd VigilPersistence VigilConfiguration VigilPOSIX
     VigilEventLoop VigilEarlySignals VigilSwiftConfiguration VigilTesting
 )
-swift package dump-symbol-graph --minimum-access-level public >/dev/null
 work=$(mktemp -d /tmp/vigil-docs.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mkdir "$work/graphs" "$work/Vigil.docc"
 built=$(swift build --show-bin-path)/../symbolgraph
+# No graph left from an earlier run may stand in for one this run could not make. The dump also
+# tries the test targets, and fails on them unless `swift test` built them: only the library
+# modules' graphs must be there.
+rm -f "$built"/*.symbols.json
+swift package dump-symbol-graph --minimum-access-level public >"$work/dump.log" 2>&1 || true
 for module in "${modules[@]}"; do
+    [ -e "$built/$module.symbols.json" ] || {
+        cat "$work/dump.log" >&2
+        echo "build-docs.sh: no symbol graph for $module (above: swift package dump-symbol-graph)" >&2
+        exit 1
+    }
     # The module's own symbols, and its extensions of other modules' types (MODULE@OTHER).
     cp "$built/$module.symbols.json" "$work/graphs/"
     for extension in "$built/$module"@*.symbols.json; do
