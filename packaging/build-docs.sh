@@ -39,7 +39,7 @@ for module in "${modules[@]}"; do
     # The module's own symbols, and its extensions of other modules' types (MODULE@OTHER).
     cp "$built/$module.symbols.json" "$work/graphs/"
     for extension in "$built/$module"@*.symbols.json; do
-        [ -e "$extension" ] && cp "$extension" "$work/graphs/"
+        if [ -e "$extension" ]; then cp "$extension" "$work/graphs/"; fi
     done
     catalog=Sources/$module/$module.docc
     [ -d "$catalog" ] || { echo "build-docs.sh: $catalog is missing: every module needs a landing page" >&2; exit 1; }
