@@ -126,7 +126,7 @@ public struct InvalidValue: Error, Hashable, Sendable {
 ///
 /// Keys left out of a file take their defaults: either declare the type
 /// ``DefaultedConfiguration`` (a synthesized `Codable` is then enough), or write `init(from:)`
-/// with `decodeIfPresent` (``Swift/KeyedDecodingContainer/decode(_:forKey:default:)`` does it
+/// with `decodeIfPresent` (`KeyedDecodingContainer.decode(_:forKey:default:)` does it
 /// in one call). Keys the type never asks for are errors, so typos do not go unnoticed.
 ///
 /// A reload re-reads the file every time but, by default, decodes it only when its bytes

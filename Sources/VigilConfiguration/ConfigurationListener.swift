@@ -66,8 +66,9 @@ public final class ConfigurationListener<Configuration: ValidatedConfiguration>:
 
     /// Creates the listener for `source`.
     ///
-    /// - Parameter readTimeout: how long opening and reading the file may take; see
-    ///   ``readTimeout``.
+    /// - Parameters:
+    ///   - source: where the file is; see ``source``.
+    ///   - readTimeout: how long opening and reading the file may take; see ``readTimeout``.
     public init(source: ConfigurationSource, readTimeout: Duration = .seconds(5)) {
         self.source = source
         self.readTimeout = readTimeout

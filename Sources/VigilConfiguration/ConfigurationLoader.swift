@@ -12,7 +12,7 @@ public struct ConfigurationLoader<Configuration: ValidatedConfiguration>: Sendab
     public init() {}
 
     /// Loads `path`: a regular file (a symbolic link to one is fine) of at most
-    /// ``FileSystem/configurationLimit`` bytes. A FIFO, socket, device or directory is refused
+    /// `FileSystem.configurationLimit` bytes. A FIFO, socket, device or directory is refused
     /// without blocking, naming its kind; so is a file that cannot be read, with the OS's reason.
     public func load(path: String) throws(ConfigurationError) -> Configuration {
         try decode(try read(path: path), file: path)

@@ -53,7 +53,7 @@ public final class ListenerGroup: Service {
         public var values: ValueStore
         /// After this long, a start or stop step tells the service manager it needs more time.
         public var extendTimeoutAfter: Duration
-        /// Where ``LifecycleMetrics`` go: swift-metrics' bootstrapped factory unless given (so
+        /// Where `LifecycleMetrics` go: swift-metrics' bootstrapped factory unless given (so
         /// bootstrap a backend before building the configuration).
         public var metrics: any MetricsFactory
         /// A ceiling on every listener's health budget, or `nil` for none. Under a watchdog it

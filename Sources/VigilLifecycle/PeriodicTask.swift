@@ -22,8 +22,8 @@ import Synchronization
 ///   not replayed.
 /// - **Zero means off**: no task and no timer, so an idle daemon has no wake-ups.
 ///
-/// The action runs in a task of its own (under ``EventLoopExecutor``, on the loop's thread);
-/// sleeps use ``EventLoopExecutor/sleep(for:)``.
+/// The action runs in a task of its own (under ``VigilEventLoop/EventLoopExecutor``, on the loop's thread);
+/// sleeps use ``VigilEventLoop/EventLoopExecutor/sleep(for:)``.
 public final class PeriodicTask: Sendable {
     private struct State {
         var interval: Duration = .zero

@@ -3,7 +3,7 @@ import VigilPlatform
 /// A system call that failed, or a file or directory refused for what it is: the OS's error
 /// number, what was being done, to what, and why.
 ///
-/// Vigil's one errno-carrying error: file access (``FileSystem``, trusted directories), the
+/// Vigil's one errno-carrying error: file access (`FileSystem`, trusted directories), the
 /// service manager's notify socket and socket activation report a failed call with it, so a
 /// caller matches ``errno`` and ``path`` rather than the message. A refusal that is no failed
 /// call carries the nearest errno (`ELOOP` for a symbolic link, `EPERM` for a directory others

@@ -8,13 +8,13 @@ import VigilPlatform
 /// `Codable` value under its own key, in one JSON file.
 ///
 /// The file is `{"formatVersion": 1, "<key>": <value>, …}`. Writes are crash-safe
-/// (``FileSystem/writeAtomically(_:to:durable:beforeRename:)``): after a crash, `kill -9` or
+/// (`FileSystem.writeAtomically(_:to:durable:beforeRename:)`): after a crash, `kill -9` or
 /// power loss the file holds either the previous checkpoint or the new one. Listeners reach the
 /// store with `context.values[StateStoreKey.self]` after declaring a dependency on the
 /// persistence listener.
 ///
 /// Nothing read is ever lost: a file that cannot be used — not a regular file (a FIFO, a
-/// directory, a symbolic link), over ``FileSystem/stateLimit``, not JSON, not the expected
+/// directory, a symbolic link), over `FileSystem.stateLimit`, not JSON, not the expected
 /// shape, or holding a value its listener rejects — is moved aside to `<path>.corrupt-<n>` with
 /// its original bytes, before anything writes to `path`, and the reason says where and what.
 public final class StateStore: Sendable {
@@ -218,7 +218,7 @@ public final class StateStore: Sendable {
     /// Opens the store: removes a leftover temporary file, restores the file if it exists.
     ///
     /// A file that cannot be read, is not a regular file (it is never followed through a
-    /// symbolic link, and a FIFO never blocks), exceeds ``FileSystem/stateLimit`` or does not
+    /// symbolic link, and a FIFO never blocks), exceeds `FileSystem.stateLimit` or does not
     /// parse is moved aside to `<path>.corrupt-<n>` (never overwritten) and the store starts
     /// empty; ``restored`` says so and why.
     ///
@@ -272,8 +272,11 @@ public final class StateStore: Sendable {
     /// starts from empty state for its key; one that does not fails its start, and the next
     /// start finds the key gone. Other keys are kept and written at the next checkpoint.
     ///
-    /// - Parameter validate: the listener's own checks of the decoded value (ranges, say);
-    ///   its key path is relative to `key`.
+    /// - Parameters:
+    ///   - type: the type to decode the stored value as.
+    ///   - key: the key the value is stored under.
+    ///   - validate: the listener's own checks of the decoded value (ranges, say); its key path
+    ///     is relative to `key`.
     public func value<T: Decodable>(
         _ type: T.Type,
         forKey key: String,

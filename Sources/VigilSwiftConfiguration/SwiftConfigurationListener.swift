@@ -39,7 +39,7 @@ public final class SwiftConfigurationListener: Listener {
     private let proposed = Mutex<[Int: [AbsoluteConfigKey: ConfigValue]]>([:])
 
     /// A listener for `source`; `validate` checks a loaded file through a reader of its values
-    /// alone and throws to reject it (an ``InvalidValue`` is reported at its key's line and column).
+    /// alone and throws to reject it (an ``VigilConfiguration/InvalidValue`` is reported at its key's line and column).
     public init(
         source: ConfigurationSource,
         validate: @escaping @Sendable (ConfigSnapshotReader) throws -> Void = { _ in }

@@ -25,7 +25,7 @@ private func acceptConnection(
 /// }
 /// ```
 ///
-/// Nothing blocks a thread of Swift concurrency (nor ``EventLoopExecutor``'s one thread): the
+/// Nothing blocks a thread of Swift concurrency (nor ``VigilEventLoop/EventLoopExecutor``'s one thread): the
 /// socket and its connections are non-blocking, and one thread per sequence waits in `poll(2)`
 /// for them (the event loop has no descriptor readiness to lend), woken through an eventfd.
 ///
@@ -51,7 +51,7 @@ public final class AcceptedConnections: AsyncSequence, Sendable {
 
     /// Makes the socket non-blocking and prepares its poll thread (started by the first wait).
     ///
-    /// - Throws: ``SystemError`` when the socket cannot be made non-blocking or the eventfd
+    /// - Throws: ``VigilPOSIX/SystemError`` when the socket cannot be made non-blocking or the eventfd
     ///   cannot be created (out of descriptors).
     public init(_ socket: ListeningSocket) throws(SystemError) {
         let flags = fcntl(socket.fileDescriptor, F_GETFL)
@@ -95,7 +95,7 @@ public final class AcceptedConnections: AsyncSequence, Sendable {
 
         /// The next connection, or `nil` once the sequence was stopped or the task cancelled.
         ///
-        /// - Throws: ``SystemError`` when the descriptor is no listening socket.
+        /// - Throws: ``VigilPOSIX/SystemError`` when the descriptor is no listening socket.
         public mutating func next() async throws -> Connection? {
             try await connections.accept()
         }

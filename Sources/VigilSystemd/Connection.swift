@@ -163,8 +163,10 @@ public final class Connection: Sendable, CustomStringConvertible {
 
     /// Writes all of `bytes`, waiting while the peer's window is full.
     ///
-    /// - Parameter timeout: how long the whole write may take; `nil` waits as long as the peer
-    ///   (or the stop's deadline) allows.
+    /// - Parameters:
+    ///   - bytes: what to write.
+    ///   - timeout: how long the whole write may take; `nil` waits as long as the peer (or the
+    ///     stop's deadline) allows.
     /// - Throws: ``ConnectionError``: `timedOut`, `stopDeadlinePassed`, `closed`, `cancelled`,
     ///   `failed` (the peer is gone: `EPIPE`, `ECONNRESET`).
     public func write(_ bytes: [UInt8], timeout: Duration? = nil) async throws(ConnectionError) {

@@ -106,7 +106,7 @@ public struct Credentials: Sendable, Hashable {
     /// The credential `name` as UTF-8 text, without one trailing newline (`echo secret >
     /// file` writes one; a value with two keeps the first).
     ///
-    /// - Throws: as ``read(_:)``, and ``CredentialError/Code/notText`` for bytes that are not
+    /// - Throws: as ``read(_:)-method``, and ``CredentialError/Code/notText`` for bytes that are not
     ///   UTF-8.
     public func readString(_ name: String) throws(CredentialError) -> String {
         var bytes = try read(name)
@@ -150,7 +150,7 @@ public struct CredentialError: Error, Hashable, CustomStringConvertible {
         public static let missing = Self(.missing)
         /// The credential exists but is not a regular file, is too large, or cannot be read.
         public static let unreadable = Self(.unreadable)
-        /// ``Credentials/readString(_:)`` found bytes that are not UTF-8.
+        /// ``Credentials/readString(_:)-method`` found bytes that are not UTF-8.
         public static let notText = Self(.notText)
 
         public var description: String { "\(base)" }

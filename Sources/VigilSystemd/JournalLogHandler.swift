@@ -1,7 +1,7 @@
 import Logging
 import VigilPlatform
 
-/// A swift-log handler that writes native journal entries, never blocking (``JournalSocket``).
+/// A swift-log handler that writes native journal entries, never blocking (`JournalSocket`).
 ///
 /// Each entry carries `MESSAGE` (multi-line messages stay whole), `PRIORITY` (from the level),
 /// `SYSLOG_IDENTIFIER`, `CODE_FILE`, `CODE_LINE`, `CODE_FUNC`, `SWIFT_LOG_LABEL` (the logger's
@@ -10,7 +10,7 @@ import VigilPlatform
 /// to `MESSAGE_ID` sets the entry's `MESSAGE_ID`.
 ///
 /// When journald cannot take an entry (frozen, or its queue full) the entry is dropped and
-/// counted, and a later entry reports the count (see ``JournalSocket``); logging never stalls
+/// counted, and a later entry reports the count (see `JournalSocket`); logging never stalls
 /// the caller. When journald is not there at all, the entry goes to stderr instead.
 public struct JournalLogHandler: LogHandler {
     public var metadata: Logger.Metadata = [:]
@@ -34,6 +34,7 @@ public struct JournalLogHandler: LogHandler {
     ///   - label: the logger's label.
     ///   - identifier: `SYSLOG_IDENTIFIER`, usually the program name (`journalctl -t`).
     ///   - levelControl: the shared, run-time adjustable level.
+    ///   - metadataProvider: metadata added to every entry, as swift-log's handlers take it.
     public init(
         label: String,
         identifier: String,

@@ -31,6 +31,7 @@ public enum LogDestination: Sendable, Hashable {
     /// A handler factory for `LoggingSystem.bootstrap`.
     ///
     /// - Parameters:
+    ///   - label: the logger's label.
     ///   - identifier: `SYSLOG_IDENTIFIER` for journal entries.
     ///   - levelControl: the shared, run-time adjustable level.
     public func makeHandler(

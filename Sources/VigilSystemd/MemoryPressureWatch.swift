@@ -18,8 +18,8 @@ import VigilPlatform
 ///   discarded; when the peer closes, the watch ends.
 /// - `/dev/null` means off.
 ///
-/// Each event calls the handler, on the event loop's thread under ``EventLoopExecutor`` (else
-/// on a thread of the watch's own); ``Daemon`` turns it into a memory-pressure lifecycle event.
+/// Each event calls the handler, on the event loop's thread under ``VigilEventLoop/EventLoopExecutor`` (else
+/// on a thread of the watch's own); ``Vigil/Daemon`` turns it into a memory-pressure lifecycle event.
 /// Nothing here blocks: the open is non-blocking, the socket's connect too.
 public final class MemoryPressureWatch: Sendable {
     /// What `$MEMORY_PRESSURE_WATCH` named.
@@ -45,7 +45,7 @@ public final class MemoryPressureWatch: Sendable {
     /// `/dev/null` (off).
     ///
     /// - Important: Reads the process's environment.
-    /// - Throws: ``SystemError`` when the path cannot be watched (missing, not a PSI file in
+    /// - Throws: ``VigilPOSIX/SystemError`` when the path cannot be watched (missing, not a PSI file in
     ///   procfs or cgroupfs, FIFO or socket, the trigger refused by the kernel) or `$MEMORY_PRESSURE_WRITE` is not
     ///   Base64.
     public static func fromEnvironment(

@@ -38,7 +38,9 @@ public enum StoredSnapshot {
     /// Stores `bytes` in systemd's file-descriptor store under `name`, replacing what was
     /// stored under it (`FDSTOREREMOVE=1` first, then `FDSTORE=1` with the new sealed file).
     ///
-    /// - Parameter name: the `FDNAME=`: 1 to 255 printable ASCII characters, no `:`.
+    /// - Parameters:
+    ///   - bytes: the snapshot, at most ``sizeLimit`` bytes.
+    ///   - name: the `FDNAME=`: 1 to 255 printable ASCII characters, no `:`.
     /// - Returns: `false` when no service manager listens (`NOTIFY_SOCKET` unset): nothing was
     ///   stored.
     /// - Throws: ``StoredSnapshotError``: `invalidName`, `tooLarge`, or `storeFailed` (the

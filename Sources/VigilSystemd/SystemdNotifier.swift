@@ -32,9 +32,9 @@ public struct SystemdNotifier: Sendable {
     /// datagram.
     ///
     /// Without `NOTIFY_SOCKET` this does nothing: running outside systemd is not an error.
-    /// Keep `text` under ``NotifyMessage``'s 4096-byte datagram limit, or systemd ignores it.
+    /// Keep `text` under `NotifyMessage`'s 4096-byte datagram limit, or systemd ignores it.
     ///
-    /// - Throws: ``SystemError`` when the socket is set but the send fails (nobody listens at
+    /// - Throws: ``VigilPOSIX/SystemError`` when the socket is set but the send fails (nobody listens at
     ///   the address, say). A full queue is not a failure: the datagram is sent later, in order.
     public func send(_ text: String) throws {
         _ = try send(text, passing: nil)
@@ -122,7 +122,7 @@ public struct SystemdNotifier: Sendable {
     ///   much). Call it when nothing else needs the thread, e.g. after the daemon stopped.
     /// - Returns: `true` when the service manager confirmed, or `NOTIFY_SOCKET` is unset (nothing
     ///   to wait for); `false` when `timeout` passed without a confirmation.
-    /// - Throws: ``SystemError`` when the socket pair cannot be made or the send fails.
+    /// - Throws: ``VigilPOSIX/SystemError`` when the socket pair cannot be made or the send fails.
     public func barrier(timeout: Duration) throws(SystemError) -> Bool {
         guard getenv("NOTIFY_SOCKET") != nil else { return true }
         var ends: [Int32] = [-1, -1]

@@ -19,7 +19,7 @@ public struct Watchdog: Sendable {
     /// The watchdog systemd asked for, or `nil` when it is off or meant for another process.
     ///
     /// Reads `WATCHDOG_USEC` and honours `WATCHDOG_PID`, as `sd_watchdog_enabled(0, &usec)` does
-    /// (see ``init(environment:pid:)``); the variables stay set.
+    /// (see `init(environment:pid:)`); the variables stay set.
     public static func fromEnvironment() -> Watchdog? {
         Watchdog(environment: { getenv($0).map { String(cString: $0) } }, pid: getpid())
     }

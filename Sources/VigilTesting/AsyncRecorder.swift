@@ -48,7 +48,10 @@ public final class AsyncRecorder<Element: Sendable>: Sendable {
 
     /// Waits until `condition` holds for the recorded values and returns them.
     ///
-    /// - Parameter timeout: a safety net, not a synchronisation device; defaults to 30 s.
+    /// - Parameters:
+    ///   - timeout: a safety net, not a synchronisation device; defaults to 30 s.
+    ///   - what: what the test waits for, for the failure message.
+    ///   - condition: true once the recorded values are what the test waits for.
     @discardableResult
     public func wait(
         timeout: Duration = .seconds(30),

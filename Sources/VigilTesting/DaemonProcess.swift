@@ -23,6 +23,12 @@ public final class DaemonProcess: Sendable {
     /// to `outputPath` (or inherited).
     ///
     /// - Parameters:
+    ///   - executable: the program's path.
+    ///   - arguments: its arguments, without the program's name.
+    ///   - environment: added to this process's environment, or the whole environment when
+    ///     `inheritEnvironment` is `false`.
+    ///   - inheritEnvironment: whether the child starts from this process's environment.
+    ///   - outputPath: stdout and stderr are appended there; inherited when `nil`.
     ///   - listenFileDescriptors: passed as systemd's socket activation passes them; see
     ///     ``spawn(executable:arguments:environment:inheritEnvironment:outputPath:listenFileDescriptors:ownProcessGroup:)``.
     ///   - ownProcessGroup: starts the child in a process group of its own, so that a `kill 0`
@@ -72,8 +78,11 @@ public final class DaemonProcess: Sendable {
     /// benchmarks time `waitpid` directly).
     ///
     /// - Parameters:
+    ///   - executable: the program's path.
+    ///   - arguments: its arguments, without the program's name.
     ///   - environment: added to this process's environment, or the whole environment when
     ///     `inheritEnvironment` is `false`.
+    ///   - inheritEnvironment: whether the child starts from this process's environment.
     ///   - outputPath: stdout and stderr are appended there; inherited when `nil`.
     ///   - listenFileDescriptors: descriptors of this process to pass as systemd's socket
     ///     activation does: as fds 3, 4, … in order, with `LISTEN_FDS`, `LISTEN_FDNAMES` (their

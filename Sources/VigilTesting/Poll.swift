@@ -7,6 +7,8 @@
 ///
 /// - Parameters:
 ///   - what: what the test waits for, for the failure message.
+///   - timeout: a safety net, not a synchronisation device; defaults to 30 s.
+///   - interval: how long to wait between two probes.
 ///   - probe: the state once it is there, `nil` until then.
 @discardableResult
 public func poll<Value>(

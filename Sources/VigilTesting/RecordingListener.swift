@@ -32,6 +32,10 @@ public final class RecordingListener: Listener {
     /// Creates a listener that records into `log`.
     ///
     /// - Parameters:
+    ///   - name: the listener's name, as its calls are recorded.
+    ///   - dependencies: the names of the listeners it starts after.
+    ///   - budgets: its budgets; the group's when `nil`.
+    ///   - log: where its calls are recorded.
     ///   - behaviors: per hook (`start`, `prepare`, `commit`, `abort`, `userSignal`,
     ///     `memoryPressure`, `terminate`, `health`); hooks not named succeed.
     ///   - decision: what `prepareReload` answers.

@@ -1,6 +1,6 @@
 import VigilLifecycle
 
-/// A ``ServiceManagerNotifier`` that records every notification, for tests.
+/// A `ServiceManagerNotifier` that records every notification, for tests.
 public final class RecordingNotifier: ServiceManagerNotifier {
     /// Each notification's messages, in order.
     public let notifications = AsyncRecorder<[NotifyMessage]>()
@@ -23,7 +23,7 @@ public final class RecordingNotifier: ServiceManagerNotifier {
     }
 }
 
-/// A ``LifecycleObserver`` that records every record, for tests.
+/// A ``VigilLifecycle/LifecycleObserver`` that records every record, for tests.
 public final class RecordingObserver: LifecycleObserver {
     /// The records, in order.
     public let records = AsyncRecorder<LifecycleRecord>()

@@ -1,7 +1,7 @@
 import Logging
 import Vigil
 
-/// A ``Daemon`` running in this process, wired to recorders, as ``withRunningDaemon(listeners:startupCommands:budgets:signals:watchdog:values:logger:_:)`` hands it to a test.
+/// A ``Vigil/Daemon`` running in this process, wired to recorders, as ``withRunningDaemon(listeners:startupCommands:budgets:signals:watchdog:values:logger:_:)`` hands it to a test.
 public struct RunningDaemon: Sendable {
     /// The daemon's running mediator.
     public let group: ListenerGroup
@@ -18,15 +18,15 @@ public struct StoppedBeforeReady: Error, CustomStringConvertible {
     }
 }
 
-/// Runs the real ``Daemon`` in this process — its lifecycle logger, its watchdog when one is
+/// Runs the real ``Vigil/Daemon`` in this process — its lifecycle logger, its watchdog when one is
 /// given, its exit path — with a ``RecordingNotifier`` in place of systemd; waits for
 /// `READY=1`, runs `body`, then stops the daemon and waits until every listener stopped.
 ///
 /// Throws what made the run fail: the start-up error when the daemon never became ready (at
-/// once, not after a timeout), or the ``ListenerGroupError`` of a stop that failed.
+/// once, not after a timeout), or the ``VigilLifecycle/ListenerGroupError`` of a stop that failed.
 ///
 /// By default the daemon owns no signals (tests call `requestReload()` and friends instead)
-/// and has no watchdog; pass a ``SignalMap`` to test real signals, and never map
+/// and has no watchdog; pass a ``VigilLifecycle/SignalMap`` to test real signals, and never map
 /// `SIGTERM`/`SIGINT` in the test runner.
 public func withRunningDaemon<Result: Sendable>(
     listeners: [any Listener],
