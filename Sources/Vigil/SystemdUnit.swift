@@ -82,10 +82,11 @@ public struct SystemdUnit: Sendable, Hashable {
     ///
     /// prints `LoadCredential=api-token` and `LoadCredentialEncrypted=db-key:/etc/jobs/db-key.cred`.
     /// Without a path, systemd looks for a file of the credential's name in its credential
-    /// stores (`/etc/credstore/`, `/run/credstore/`, and `/etc/credstore.encrypted/`… for an
-    /// encrypted one) and, from systemd 254 on, among the credentials systemd itself was given;
-    /// the admin puts the secret there, and a missing one fails the start (exit status 243,
-    /// `CREDENTIALS`). A name is 1 to 255 bytes without `/`, `:`, white space or control
+    /// stores (`/etc/credstore/`, `/run/credstore/`, `/usr/lib/credstore/`, and
+    /// `/etc/credstore.encrypted/`… for an encrypted one): the admin puts the secret there, no
+    /// drop-in needed, and when it is in none the service starts without it (`Credentials.read`
+    /// then throws `missing`, naming it), so an optional credential is declared that way. With a
+    /// path, a missing file fails the start (exit status 243/CREDENTIALS). A name is 1 to 255 bytes without `/`, `:`, white space or control
     /// characters, and not `.` or `..`: `systemd-unit` refuses to print a unit with another.
     public struct Credential: Sendable, Hashable {
         enum Kind: Sendable, Hashable { case load, loadEncrypted, set }
