@@ -220,7 +220,7 @@ let package = Package(
         // what happened, one line per step.
         .executableTarget(
             name: "vigil-loop-probe",
-            dependencies: ["VigilEventLoop", "CVigilEventLoop"],
+            dependencies: ["VigilEventLoop", "CVigilEventLoop", "VigilPOSIX"],
             path: "Tests/EventLoopProbe"
         ),
         // libsystemd's answer for the inputs Tests/VigilSystemdTests/LibsystemdConformanceTests.swift
