@@ -48,16 +48,18 @@ package final class DescriptorWatch: Sendable {
     private let path: Mutex<Path?>
 
     /// Starts watching `descriptor` (which the caller keeps open until ``cancel()``) for
-    /// `events`; `handler` hears each report.
+    /// `events`; `handler` hears each report. `onLoop: false` takes a thread even when the loop
+    /// runs (its epoll takes 64 watches at most: `ENOSPC`).
     package init(
         descriptor: Int32,
         events: Events,
+        onLoop: Bool = true,
         handler: @escaping @Sendable (Report) -> Void
     ) throws(Failure) {
         self.descriptor = descriptor
         let box = Box(handler)
         self.box = box
-        if EventLoopExecutor.isInstalled {
+        if onLoop && EventLoopExecutor.isInstalled {
             let failed = cvigil_loop_watch_descriptor(
                 descriptor,
                 events.bits,
@@ -156,10 +158,18 @@ package final class DescriptorWatch: Sendable {
 extension DescriptorWatch {
     /// Waits until `descriptor` is readable or hangs up (a pidfd: the process ended), without
     /// holding a thread of Swift concurrency: on the event loop's epoll when it runs, else on a
-    /// poll thread of the watch's own. Returns `false` when the task was cancelled first.
+    /// poll thread of the watch's own (also when the loop's 64 watches are taken). Returns
+    /// `false` when the task was cancelled first.
     package static func readable(_ descriptor: Int32) async throws(Failure) -> Bool {
         let waiter = ReadinessWaiter()
-        let watch = try DescriptorWatch(descriptor: descriptor, events: .readable) { _ in waiter.finish(true) }
+        let watch: DescriptorWatch
+        do {
+            watch = try DescriptorWatch(descriptor: descriptor, events: .readable) { _ in waiter.finish(true) }
+        } catch  where error.errno == ENOSPC {
+            watch = try DescriptorWatch(descriptor: descriptor, events: .readable, onLoop: false) { _ in
+                waiter.finish(true)
+            }
+        }
         waiter.attach(watch)
         defer { watch.cancel() }
         return await withTaskCancellationHandler {

@@ -26,8 +26,9 @@ import VigilPlatform
 /// child becomes readable when it ends, and the event loop's epoll (or, without
 /// `EventLoopExecutor`, one `poll` thread per waiting child) watches it; a hundred running jobs
 /// take no thread of Swift concurrency's small pool (a blocking `waitpid` on it would hold one
-/// each, and two are enough to stall it on a two-core machine). ``wait()`` blocks: for a
-/// thread of your own.
+/// each, and two are enough to stall it on a two-core machine). The loop watches 64
+/// descriptors at most; past that, each further waiting child takes a `poll` thread. ``wait()``
+/// blocks: for a thread of your own.
 ///
 /// **Process groups.** A job that starts children of its own (a shell script, `make`) is
 /// started with `inOwnProcessGroup: true`, and ``send(_:toProcessGroup:)`` signals it and every

@@ -295,6 +295,23 @@ func childProcess() async {
             } ?? 0
     }
     line("threads in the process: \(threads)")
+    // More children than the loop's epoll takes watches (64): the others wait on poll threads.
+    do {
+        let children = try (0..<70).map { _ in try ChildProcess.spawn("/bin/sleep", arguments: ["600"]) }
+        let ended = await withTaskGroup(of: String.self) { group in
+            for child in children {
+                group.addTask { (try? await child.termination()).map { "\($0)" } ?? "failed" }
+            }
+            try? await EventLoopExecutor.sleep(for: .milliseconds(100))
+            for child in children { try? child.send(SIGTERM) }
+            var all: [String] = []
+            for await one in group { all.append(one) }
+            return all
+        }
+        line("\(ended.filter { $0 == "killed by signal 15 (Terminated)" }.count) of 70 children heard to end")
+    } catch {
+        line("spawn failed: \(error)")
+    }
 }
 
 func blockingWorker() async {
