@@ -63,7 +63,7 @@ let package = Package(
             ]
         ),
         // System calls without Foundation: the one errno-carrying error type and file I/O.
-        .target(name: "VigilPOSIX"),
+        .target(name: "VigilPOSIX", dependencies: ["VigilEventLoop"]),
         // JSON with comments, the configuration loader, its errors and its listener.
         .target(
             name: "VigilConfiguration",
@@ -220,7 +220,7 @@ let package = Package(
         // what happened, one line per step.
         .executableTarget(
             name: "vigil-loop-probe",
-            dependencies: ["VigilEventLoop", "CVigilEventLoop"],
+            dependencies: ["VigilEventLoop", "CVigilEventLoop", "VigilPOSIX"],
             path: "Tests/EventLoopProbe"
         ),
         // libsystemd's answer for the inputs Tests/VigilSystemdTests/LibsystemdConformanceTests.swift
@@ -236,7 +236,7 @@ let package = Package(
         // (not a product: `swift build` builds it next to the test bundle).
         .executableTarget(
             name: "vigil-socket-probe",
-            dependencies: ["VigilSystemd"],
+            dependencies: ["VigilSystemd", .product(name: "Logging", package: "swift-log")],
             path: "Tests/SocketActivationProbe"
         ),
     ],

@@ -516,3 +516,12 @@ int cvigil_loop_run(void) {
     free(batch);
     return 0;
 }
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
+int cvigil_pidfd_open(int pid) {
+    long descriptor = syscall(SYS_pidfd_open, pid, 0);  // pidfds are always close-on-exec
+    return descriptor < 0 ? -errno : (int)descriptor;
+}

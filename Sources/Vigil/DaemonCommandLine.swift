@@ -143,6 +143,12 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
             return ReloadClient(name: name, directories: directories, output: output)
                 .run(pid: pid, runtimeDirectory: runtimeDirectory, timeout: timeout, signal: signal)
         case .systemdUnit(let executable, let socket):
+            if let problem = unit.problem {
+                output.error(
+                    "\(name): cannot print the unit: \(problem); fix the SystemdUnit declaration in the daemon"
+                )
+                return 1
+            }
             output.standardOutput(
                 socket.map { unit.socket(name: name, address: $0) }
                     ?? unit.service(name: name, abstract: abstract, executable: executable ?? "/usr/bin/\(name)")
@@ -188,7 +194,7 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
             let locks = HeldLocks()
             // A daemon keeps state when it says so or keeps a shutdown history (PersistenceListener
             // does); a stateless one gets no state directory made (its unit may have none).
-            let keepsState = stateContents != nil || daemon.listeners.contains { $0 is any ShutdownHistory }
+            let keepsState = stateContents != nil || daemon.listeners.contains { $0.shutdownHistory != nil }
             // Named after the daemon: its failure reads "Failed to start: NAME cannot use …".
             daemon.startupCommands.insert(
                 StartupStep(name) { _ in

@@ -109,10 +109,10 @@ public final class RuntimeStatusWriter: LifecycleObserver {
     /// The write scheduled after the last event, if it is still due (tests await it).
     package var pendingWrite: Task<Void, Never>? { state.withLock { $0.pending } }
 
-    /// Takes `previousShutdownClean` from the first listener that keeps a `ShutdownHistory`;
-    /// with none it stays unknown.
+    /// Takes `previousShutdownClean` from the first listener that keeps a `ShutdownHistory`
+    /// (conforms, or is a `ServiceListener` handed one); with none it stays unknown.
     package func track(_ listeners: [any Listener]) {
-        guard let history = listeners.lazy.compactMap({ $0 as? any ShutdownHistory }).first else { return }
+        guard let history = listeners.lazy.compactMap(\.shutdownHistory).first else { return }
         state.withLock { $0.history = history }
     }
 

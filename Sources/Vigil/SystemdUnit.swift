@@ -44,6 +44,9 @@ public struct SystemdUnit: Sendable, Hashable {
     /// network with `RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6` and
     /// `IPAddressAllow=localhost` beside `IPAddressDeny=any`.
     public var loopbackNetwork: Bool
+    /// The credentials the daemon reads with `Credentials` (VigilSystemd): one
+    /// `LoadCredential=`, `LoadCredentialEncrypted=` or `SetCredential=` line each, in order.
+    public var credentials: [Credential]
 
     /// A unit with the given declarations; every one is off by default.
     public init(
@@ -55,7 +58,8 @@ public struct SystemdUnit: Sendable, Hashable {
         storedDescriptors: Int = 0,
         socketName: String? = nil,
         requiresSocketUnit: Bool = false,
-        loopbackNetwork: Bool = false
+        loopbackNetwork: Bool = false,
+        credentials: [Credential] = []
     ) {
         self.description = description
         self.documentation = documentation
@@ -66,6 +70,79 @@ public struct SystemdUnit: Sendable, Hashable {
         self.socketName = socketName
         self.requiresSocketUnit = requiresSocketUnit
         self.loopbackNetwork = loopbackNetwork
+        self.credentials = credentials
+    }
+
+    /// A credential the unit hands the daemon in `$CREDENTIALS_DIRECTORY`, where
+    /// `Credentials.read(_:)` finds it under its name:
+    ///
+    /// ```swift
+    /// SystemdUnit(credentials: [.load("api-token"), .loadEncrypted("db-key", from: "/etc/jobs/db-key.cred")])
+    /// ```
+    ///
+    /// prints `LoadCredential=api-token` and `LoadCredentialEncrypted=db-key:/etc/jobs/db-key.cred`.
+    /// Without a path, systemd looks for a file of the credential's name in its credential
+    /// stores (`/etc/credstore/`, `/run/credstore/`, `/usr/lib/credstore/`, and
+    /// `/etc/credstore.encrypted/`… for an encrypted one): the admin puts the secret there, no
+    /// drop-in needed, and when it is in none the service starts without it (`Credentials.read`
+    /// then throws `missing`, naming it), so an optional credential is declared that way. With a
+    /// path, a missing file fails the start (exit status 243/CREDENTIALS). A name is 1 to 255 bytes without `/`, `:`, white space or control
+    /// characters, and not `.` or `..`: `systemd-unit` refuses to print a unit with another.
+    public struct Credential: Sendable, Hashable {
+        enum Kind: Sendable, Hashable { case load, loadEncrypted, set }
+        let kind: Kind
+        /// The credential's name: its file in `$CREDENTIALS_DIRECTORY`.
+        public let name: String
+        let source: String?
+
+        /// `LoadCredential=NAME[:PATH]`: the file at `path` (absolute), or without one the file
+        /// `name` in systemd's credential stores.
+        public static func load(_ name: String, from path: String? = nil) -> Credential {
+            Credential(kind: .load, name: name, source: path)
+        }
+
+        /// `LoadCredentialEncrypted=NAME[:PATH]` (systemd 250 and later): a file made with
+        /// `systemd-creds encrypt`, decrypted by systemd for the daemon alone.
+        public static func loadEncrypted(_ name: String, from path: String? = nil) -> Credential {
+            Credential(kind: .loadEncrypted, name: name, source: path)
+        }
+
+        /// `SetCredential=NAME:VALUE`: a value written in the unit itself, readable by whoever
+        /// reads the unit file: a default or a setting, never a secret (a `LoadCredential=` of
+        /// the same name, in a drop-in, takes precedence over it).
+        public static func set(_ name: String, to value: String) -> Credential {
+            Credential(kind: .set, name: name, source: value)
+        }
+
+        /// The unit line.
+        var line: String {
+            switch kind {
+            case .load: "LoadCredential=" + name + (source.map { ":" + $0 } ?? "")
+            case .loadEncrypted: "LoadCredentialEncrypted=" + name + (source.map { ":" + $0 } ?? "")
+            case .set: "SetCredential=" + name + ":" + SystemdUnit.line(source ?? "")
+            }
+        }
+
+        /// Why this declaration cannot be printed as a unit line, or `nil`.
+        var problem: String? {
+            let bytes = name.utf8.count
+            if bytes == 0 || bytes > 255 || name == "." || name == ".."
+                || name.unicodeScalars.contains(where: {
+                    $0 == "/" || $0 == ":" || $0 == "%" || $0.value < 0x21 || $0.value == 0x7F
+                })
+            {
+                return
+                    "credential name \(DisplayText.quoted(name, limit: 64)) is not 1 to 255 bytes without /, :, %, white space or control characters (nor . or ..)"
+            }
+            guard kind != .set, let path = source else { return nil }
+            if !path.hasPrefix("/")
+                || path.unicodeScalars.contains(where: { $0 == "%" || $0.value < 0x21 || $0.value == 0x7F })
+            {
+                return
+                    "the path of credential '\(name)' (\(DisplayText.quoted(path, limit: 64))) is not an absolute path without white space, control characters or %"
+            }
+            return nil
+        }
     }
 }
 
@@ -93,6 +170,7 @@ extension SystemdUnit {
         ]
         if spawnsChildren { unit.append("KillMode=mixed") }
         if storedDescriptors > 0 { unit.append("FileDescriptorStoreMax=\(storedDescriptors)") }
+        unit += credentials.map(\.line)
         unit += [
             "Environment=SWIFT_BACKTRACE=enable=no",
             "LimitNICE=-4",
@@ -147,6 +225,12 @@ extension SystemdUnit {
             "WantedBy=multi-user.target",
         ]
         return unit.joined(separator: "\n") + "\n"
+    }
+
+    /// Why the declarations cannot be printed as a unit (a credential name or path systemd would
+    /// refuse or read otherwise), or `nil`.
+    package var problem: String? {
+        credentials.lazy.compactMap(\.problem).first
     }
 
     /// The `.socket` unit that listens on `address` for the daemon `name` and passes the socket

@@ -15,14 +15,17 @@ extension ServiceListener {
     ///   - name: the listener's name.
     ///   - dependencies: the listeners that start before this one; must include the
     ///     `ConfigurationListener` (`"configuration"`, the default).
-    ///   - budgets: its budgets (see ``ServiceListener/init(name:dependencies:budgets:prepareReload:commitReload:run:)``).
+    ///   - budgets: its budgets (see ``ServiceListener/init(name:dependencies:budgets:prepareReload:commitReload:memoryPressure:shutdownHistory:run:)``).
     ///   - configuration: the daemon's configuration type.
     ///   - check: checks a proposed configuration before anything applies it (one the
     ///     configuration listener accepted); return `.reject(reason:)` naming the key for one the
     ///     running part cannot take. `nil` accepts every one.
     ///   - onCommit: called with the new configuration once every listener accepted the reload
     ///     (after the configuration listener committed it); not called for a rejected reload.
-    ///   - run: the part, as for ``ServiceListener/init(name:dependencies:budgets:prepareReload:commitReload:run:)``.
+    ///   - memoryPressure: runs on memory pressure (drop a cache); `nil` for nothing.
+    ///   - shutdownHistory: what knows whether the previous run stopped cleanly (a
+    ///     `ShutdownMarker`), for `status`; `nil` for none.
+    ///   - run: the part, as for ``ServiceListener/init(name:dependencies:budgets:prepareReload:commitReload:memoryPressure:shutdownHistory:run:)``.
     public convenience init<Configuration: ValidatedConfiguration>(
         name: String,
         dependencies: [String] = ["configuration"],
@@ -30,6 +33,8 @@ extension ServiceListener {
         configuration: Configuration.Type,
         check: (@Sendable (Configuration) async throws -> ReloadDecision)? = nil,
         onCommit: @escaping @Sendable (Configuration) async throws -> Void,
+        memoryPressure: MemoryPressure? = nil,
+        shutdownHistory: (any ShutdownHistory)? = nil,
         run: @escaping @Sendable (ReadySignal) async throws -> Void
     ) {
         self.init(
@@ -47,6 +52,8 @@ extension ServiceListener {
                     try await onCommit(committed)
                 }
             },
+            memoryPressure: memoryPressure,
+            shutdownHistory: shutdownHistory,
             run: run
         )
     }

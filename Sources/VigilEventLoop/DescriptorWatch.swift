@@ -48,16 +48,18 @@ package final class DescriptorWatch: Sendable {
     private let path: Mutex<Path?>
 
     /// Starts watching `descriptor` (which the caller keeps open until ``cancel()``) for
-    /// `events`; `handler` hears each report.
+    /// `events`; `handler` hears each report. `onLoop: false` takes a thread even when the loop
+    /// runs (its epoll takes 64 watches at most: `ENOSPC`).
     package init(
         descriptor: Int32,
         events: Events,
+        onLoop: Bool = true,
         handler: @escaping @Sendable (Report) -> Void
     ) throws(Failure) {
         self.descriptor = descriptor
         let box = Box(handler)
         self.box = box
-        if EventLoopExecutor.isInstalled {
+        if onLoop && EventLoopExecutor.isInstalled {
             let failed = cvigil_loop_watch_descriptor(
                 descriptor,
                 events.bits,
@@ -151,4 +153,73 @@ package final class DescriptorWatch: Sendable {
     }
 
     deinit { cancel() }
+}
+
+extension DescriptorWatch {
+    /// Waits until `descriptor` is readable or hangs up (a pidfd: the process ended), without
+    /// holding a thread of Swift concurrency: on the event loop's epoll when it runs, else on a
+    /// poll thread of the watch's own (also when the loop's 64 watches are taken). Returns
+    /// `false` when the task was cancelled first.
+    package static func readable(_ descriptor: Int32) async throws(Failure) -> Bool {
+        let waiter = ReadinessWaiter()
+        let watch: DescriptorWatch
+        do {
+            watch = try DescriptorWatch(descriptor: descriptor, events: .readable) { _ in waiter.finish(true) }
+        } catch  where error.errno == ENOSPC {
+            watch = try DescriptorWatch(descriptor: descriptor, events: .readable, onLoop: false) { _ in
+                waiter.finish(true)
+            }
+        }
+        waiter.attach(watch)
+        defer { watch.cancel() }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in waiter.wait(continuation) }
+        } onCancel: {
+            waiter.finish(false)
+        }
+    }
+
+    /// `pidfd_open(2)`: a descriptor readable once the process `pid` ended, or `-errno`.
+    package static func openProcessDescriptor(_ pid: Int32) -> Int32 {
+        cvigil_pidfd_open(pid)
+    }
+}
+
+/// One wait for one report: the first outcome wins, stops the watch (readiness is
+/// level-triggered: left on, the loop would report it again and again) and resumes the waiter.
+private final class ReadinessWaiter: Sendable {
+    private struct State {
+        var outcome: Bool?
+        var continuation: CheckedContinuation<Bool, Never>?
+        var watch: DescriptorWatch?
+    }
+
+    private let state = Mutex(State())
+
+    func attach(_ watch: DescriptorWatch) {
+        let settled = state.withLock { state -> Bool in
+            if state.outcome != nil { return true }
+            state.watch = watch
+            return false
+        }
+        if settled { watch.cancel() }
+    }
+
+    func wait(_ continuation: CheckedContinuation<Bool, Never>) {
+        let outcome = state.withLock { state -> Bool? in
+            if state.outcome == nil { state.continuation = continuation }
+            return state.outcome
+        }
+        if let outcome { continuation.resume(returning: outcome) }
+    }
+
+    func finish(_ outcome: Bool) {
+        let (continuation, watch) = state.withLock { state -> (CheckedContinuation<Bool, Never>?, DescriptorWatch?) in
+            guard state.outcome == nil else { return (nil, nil) }
+            state.outcome = outcome
+            return (state.continuation.take(), state.watch.take())
+        }
+        watch?.cancel()
+        continuation?.resume(returning: outcome)
+    }
 }

@@ -37,6 +37,11 @@ import Synchronization
 ///   are its reload hooks: a part that applies a new setting at once (a pool's size, a limit)
 ///   does it in `commitReload`, which runs after the listeners it depends on (the configuration)
 ///   committed; no second listener is needed.
+/// - **Memory pressure and shutdown history reach it too.** A `memoryPressure` closure runs
+///   when the daemon hears memory pressure (``Listener/memoryPressure(context:)``: drop a cache,
+///   shrink a pool); a `shutdownHistory` (a `ShutdownMarker` the part begins at start and ends
+///   after its last write) makes `status` report whether the previous run stopped cleanly
+///   (`previousShutdownClean`), as `PersistenceListener` does for its state file.
 /// - **The part knows its deadline.** At stop, before graceful shutdown, ``ReadySignal/onStop(_:)``
 ///   handlers get the instant by which the part should have drained (also
 ///   ``ReadySignal/stopDeadline``): a twentieth of the grace period (at most half a second) before
@@ -58,6 +63,10 @@ public final class ServiceListener: Listener {
     /// Its budgets, or `nil` for the group's: `start` bounds the wait for readiness,
     /// `terminate` the graceful shutdown.
     public let budgets: ListenerBudgets?
+    /// Whether the previous run stopped cleanly, as the part's data knows it (a `ShutdownMarker`
+    /// the part begins and ends): reported in `status.json`'s `previousShutdownClean`; `nil` for
+    /// none.
+    public let shutdownHistory: (any ShutdownHistory)?
 
     private enum Part: Sendable {
         case service(@Sendable (ReadySignal) async throws -> any Service)
@@ -84,6 +93,7 @@ public final class ServiceListener: Listener {
     private let state = Mutex(State())
     private let prepare: PrepareReload?
     private let commit: CommitReload?
+    private let relieve: MemoryPressure?
 
     /// Checks a proposed reload (``Listener/prepareReload(_:context:)``).
     public typealias PrepareReload =
@@ -92,6 +102,9 @@ public final class ServiceListener: Listener {
     /// one depends on have committed, so `context.values` holds the new values (the new
     /// configuration, from `ConfigurationListener`).
     public typealias CommitReload = @Sendable (ReloadTransaction, ListenerContext) async throws -> Void
+    /// Frees memory when the daemon hears memory pressure (``Listener/memoryPressure(context:)``),
+    /// within the listener's memory-pressure budget.
+    public typealias MemoryPressure = @Sendable (ListenerContext) async throws -> Void
 
     /// A listener that runs the `Service` that `makeService` builds.
     ///
@@ -104,6 +117,9 @@ public final class ServiceListener: Listener {
     ///   - commitReload: applies a committed reload to the running part (the part reads the new
     ///     values from `context.values`, or gets them from this closure); `nil` for a part that
     ///     reads what it needs from `context.values` when it needs it.
+    ///   - memoryPressure: runs on memory pressure (drop a cache); `nil` for nothing.
+    ///   - shutdownHistory: what knows whether the previous run stopped cleanly (a
+    ///     `ShutdownMarker`), for `status`; `nil` for none.
     ///   - makeService: builds the service at start and wires its readiness callback to the
     ///     ``ReadySignal`` (Hummingbird: `onServerRunning: { _ in ready() }`).
     public init<Part: Service>(
@@ -112,6 +128,8 @@ public final class ServiceListener: Listener {
         budgets: ListenerBudgets? = nil,
         prepareReload: PrepareReload? = nil,
         commitReload: CommitReload? = nil,
+        memoryPressure: MemoryPressure? = nil,
+        shutdownHistory: (any ShutdownHistory)? = nil,
         service makeService: @escaping @Sendable (ReadySignal) async throws -> Part
     ) {
         self.name = name
@@ -119,6 +137,8 @@ public final class ServiceListener: Listener {
         self.budgets = budgets
         self.prepare = prepareReload
         self.commit = commitReload
+        self.relieve = memoryPressure
+        self.shutdownHistory = shutdownHistory
         self.part = .service { ready in try await makeService(ready) }
     }
 
@@ -131,6 +151,9 @@ public final class ServiceListener: Listener {
     ///     budget the graceful shutdown.
     ///   - prepareReload: checks a proposed reload; `nil` accepts every one.
     ///   - commitReload: applies a committed reload to the running part; `nil` for none.
+    ///   - memoryPressure: runs on memory pressure (drop a cache); `nil` for nothing.
+    ///   - shutdownHistory: what knows whether the previous run stopped cleanly (a
+    ///     `ShutdownMarker`), for `status`; `nil` for none.
     ///   - run: the part: it calls its ``ReadySignal`` once ready, then works until graceful
     ///     shutdown (swift-service-lifecycle's `gracefulShutdown()`) or cancellation.
     public init(
@@ -139,6 +162,8 @@ public final class ServiceListener: Listener {
         budgets: ListenerBudgets? = nil,
         prepareReload: PrepareReload? = nil,
         commitReload: CommitReload? = nil,
+        memoryPressure: MemoryPressure? = nil,
+        shutdownHistory: (any ShutdownHistory)? = nil,
         run: @escaping @Sendable (ReadySignal) async throws -> Void
     ) {
         self.name = name
@@ -146,6 +171,8 @@ public final class ServiceListener: Listener {
         self.budgets = budgets
         self.prepare = prepareReload
         self.commit = commitReload
+        self.relieve = memoryPressure
+        self.shutdownHistory = shutdownHistory
         self.part = .closure(run)
     }
 
@@ -222,6 +249,10 @@ public final class ServiceListener: Listener {
 
     public func commitReload(_ reload: ReloadTransaction, context: ListenerContext) async throws {
         try await commit?(reload, context)
+    }
+
+    public func memoryPressure(context: ListenerContext) async throws {
+        try await relieve?(context)
     }
 
     public func terminate(reason: TerminationReason, context: ListenerContext) async throws {

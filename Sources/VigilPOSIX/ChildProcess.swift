@@ -1,3 +1,4 @@
+import VigilEventLoop
 import VigilPlatform
 
 /// A process a daemon starts (a job, a hook script) with a clean signal state and without the
@@ -16,9 +17,25 @@ import VigilPlatform
 /// otherwise report readiness or stopping for the daemon's unit. They are left out unless asked.
 ///
 /// ```swift
-/// let hook = try ChildProcess.spawn("/usr/lib/mydaemon/on-reload", arguments: ["--quiet"])
-/// let ended = try hook.wait()  // blocks: call it off the event loop
+/// let job = try ChildProcess.spawn("/usr/lib/jobs/run-job", arguments: [id], inOwnProcessGroup: true)
+/// ready.onStop { _ in try? job.send(SIGTERM, toProcessGroup: true) }  // the job and its children
+/// let ended = try await job.termination()  // holds no thread while it runs
 /// ```
+///
+/// **Waiting.** ``termination()`` waits without holding a thread: the kernel's pidfd for the
+/// child becomes readable when it ends, and the event loop's epoll (or, without
+/// `EventLoopExecutor`, one `poll` thread per waiting child) watches it; a hundred running jobs
+/// take no thread of Swift concurrency's small pool (a blocking `waitpid` on it would hold one
+/// each, and two are enough to stall it on a two-core machine). The loop watches 64
+/// descriptors at most; past that, each further waiting child takes a `poll` thread. ``wait()``
+/// blocks: for a thread of your own.
+///
+/// **Process groups.** A job that starts children of its own (a shell script, `make`) is
+/// started with `inOwnProcessGroup: true`, and ``send(_:toProcessGroup:)`` signals it and every
+/// descendant that stayed in its group together, as a terminal's Ctrl-C does: at the stop
+/// deadline, SIGTERM (then SIGKILL) to the group leaves no grandchild running. (With
+/// `KillMode=mixed`, systemd SIGKILLs what is left of the whole cgroup after the stop anyway;
+/// the group is how the daemon ends one job early, or in time.)
 ///
 /// The child inherits the descriptors not marked close-on-exec (Vigil opens its own with
 /// `O_CLOEXEC`) and the daemon's standard input, output and error (under systemd, the journal).
@@ -60,6 +77,9 @@ public struct ChildProcess: Sendable, Hashable {
     ///   - passingServiceManagerVariables: `true` keeps ``serviceManagerVariables`` in the
     ///     child's environment (for a child that reports to the service manager in the daemon's
     ///     place); by default they are left out.
+    ///   - inOwnProcessGroup: `true` starts the child as the leader of a new process group (its
+    ///     id is the child's pid), which its own children join: ``send(_:toProcessGroup:)``
+    ///     reaches them all.
     /// - Throws: ``SystemError`` with `posix_spawn`'s error (`ENOENT`: no such program,
     ///   `EACCES`: not executable, `EAGAIN`: `RLIMIT_NPROC` reached).
     ///
@@ -68,7 +88,8 @@ public struct ChildProcess: Sendable, Hashable {
         _ executable: String,
         arguments: [String] = [],
         environment: [String: String]? = nil,
-        passingServiceManagerVariables: Bool = false
+        passingServiceManagerVariables: Bool = false,
+        inOwnProcessGroup: Bool = false
     ) throws(SystemError) -> ChildProcess {
         var entries = environment.map { $0.map { "\($0.key)=\($0.value)" } } ?? currentEnvironment()
         if !passingServiceManagerVariables {
@@ -83,6 +104,12 @@ public struct ChildProcess: Sendable, Hashable {
             for pointer in envp { free(pointer) }
         }
         let result = withCleanSignalState { attributes in
+            if inOwnProcessGroup {
+                var flags: Int16 = 0
+                posix_spawnattr_getflags(&attributes, &flags)
+                posix_spawnattr_setpgroup(&attributes, 0)
+                posix_spawnattr_setflags(&attributes, flags | Int16(POSIX_SPAWN_SETPGROUP))
+            }
             var child: pid_t = 0
             let result =
                 executable.contains("/")
@@ -114,14 +141,80 @@ public struct ChildProcess: Sendable, Hashable {
     /// Waits until the child ends and reaps it; `EINTR` is retried.
     ///
     /// - Important: This blocks the calling thread until the child ends: on the event loop it
-    ///   would stop the daemon's signals and watchdog with it. Call it from a thread of your own.
+    ///   would stop the daemon's signals and watchdog with it, on Swift concurrency's pool it
+    ///   holds one of its few threads. In async code, await ``termination()``.
     ///
     /// - Throws: ``SystemError`` (`ECHILD` when the child was reaped already).
     ///
     /// The corresponding C function is `waitpid`.
     public func wait() throws(SystemError) -> Termination {
+        // With a blocking waitpid, nil never comes back.
+        try reap(blocking: true)!
+    }
+
+    /// Waits until the child ends and reaps it, holding no thread meanwhile (see the type's
+    /// documentation): a pidfd watched by the event loop's epoll, or by a `poll` thread of its
+    /// own when `EventLoopExecutor` does not run the process.
+    ///
+    /// - Throws: `CancellationError` when the task is cancelled first (the child runs on and is
+    ///   not reaped: signal it and call this again); ``SystemError`` when the child was reaped
+    ///   already (`ECHILD`), the kernel has no pidfds (`ENOSYS`: Linux before 5.3), or no
+    ///   descriptor is left to watch it (`EMFILE`).
+    ///
+    /// The corresponding C functions are `pidfd_open` and `waitpid`.
+    public func termination() async throws -> Termination {
+        while true {
+            if let ended = try reap(blocking: false) { return ended }
+            let descriptor = DescriptorWatch.openProcessDescriptor(pid)
+            guard descriptor >= 0 else {
+                // ESRCH: it ended and was reaped between the two calls; the next reap says so.
+                if -descriptor == ESRCH { continue }
+                throw SystemError(path: "pid \(pid)", operation: "watch (pidfd_open)", errno: -descriptor)
+            }
+            defer { close(descriptor) }
+            let ended: Bool
+            do {
+                ended = try await DescriptorWatch.readable(descriptor)
+            } catch {
+                throw SystemError(path: "pid \(pid)", operation: "watch (epoll or poll)", errno: error.errno)
+            }
+            guard ended else { throw CancellationError() }
+        }
+    }
+
+    /// Sends `signal` to the child, or with `toProcessGroup` to its process group (the child's
+    /// pid as the group's id: a child started with `inOwnProcessGroup: true`, and the children
+    /// it started, while any of them runs, even after the child itself ended).
+    ///
+    /// - Important: Only while the child has not been reaped (by ``wait()`` or
+    ///   ``termination()``): after that, its pid may have been given to another process.
+    ///
+    /// - Throws: ``SystemError`` (`ESRCH`: no such process or group left; `EINVAL`: not a
+    ///   signal; `EPERM`: a group whose processes changed user).
+    ///
+    /// The corresponding C function is `kill`.
+    public func send(_ signal: Int32, toProcessGroup: Bool = false) throws(SystemError) {
+        // kill(0) and kill(-1) would signal this daemon's group or every process it may: a pid
+        // of 0 or 1 is never a child of ours.
+        guard pid > 1 else {
+            throw SystemError(path: "pid \(pid)", operation: "signal", errno: ESRCH)
+        }
+        guard kill(toProcessGroup ? -pid : pid, signal) == 0 else {
+            throw SystemError(
+                path: toProcessGroup ? "process group \(pid)" : "pid \(pid)",
+                operation: "signal",
+                errno: errno
+            )
+        }
+    }
+
+    /// `waitpid`, retrying `EINTR`: how the child ended, or `nil` while it runs (non-blocking).
+    private func reap(blocking: Bool) throws(SystemError) -> Termination? {
         var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 {
+        while true {
+            let reaped = waitpid(pid, &status, blocking ? 0 : WNOHANG)
+            if reaped > 0 { break }
+            if reaped == 0 { return nil }
             let code = errno
             if code != EINTR { throw SystemError(path: "pid \(pid)", operation: "wait for", errno: code) }
         }

@@ -1,5 +1,6 @@
 import Synchronization
 import VigilConfiguration
+import VigilLifecycle
 import VigilPOSIX
 import VigilPlatform
 
@@ -77,15 +78,6 @@ public final class ShutdownMarker: ShutdownHistory {
         try FileSystem.remove(path)
         try FileSystem.syncDirectory(of: path)
     }
-}
-
-/// What knows whether the daemon's previous run stopped cleanly. A listener that conforms
-/// reports it in `status.json`'s `previousShutdownClean` (the first such listener; none: the
-/// key stays absent, unknown). ``PersistenceListener`` and ``ShutdownMarker`` conform.
-public protocol ShutdownHistory: Sendable {
-    /// `false` when the previous run did not stop cleanly, `true` when it did, `nil` while
-    /// unknown (before the daemon's state was read).
-    var previousShutdownClean: Bool? { get }
 }
 
 extension String {

@@ -53,3 +53,42 @@ for preserve in no yes; do
 done
 rm -f "$root/etc/systemd/system/rdp.socket" "$root/etc/systemd/system/rdp.service" "$root/usr/local/bin/rdp-server"
 in_sandbox systemctl daemon-reload
+
+# The credential lines SystemdUnit(credentials:) prints (issue 23 #3), as systemd reads them: a
+# DynamicUser=yes service finds in $CREDENTIALS_DIRECTORY LoadCredential=NAME's file from
+# /etc/credstore/, LoadCredential=NAME:PATH's file, SetCredential=NAME:VALUE's value (a
+# LoadCredential= of the same name wins over it); a name-only credential missing from every
+# store is skipped (the daemon's Credentials.read says it is missing), a missing PATH fails the
+# start with 243/CREDENTIALS. (Examples/kv's end-to-end test runs a printed unit that declares one.)
+mkdir -p "$root/etc/credstore"
+printf 'from-store' > "$root/etc/credstore/creds-store"
+printf 'from-path' > "$root/etc/creds-path"
+chmod 0600 "$root/etc/credstore/creds-store" "$root/etc/creds-path"
+cat > "$root/etc/systemd/system/creds.service" <<'EOF'
+[Service]
+Type=oneshot
+DynamicUser=yes
+LoadCredential=creds-store
+LoadCredential=creds-path:/etc/creds-path
+SetCredential=creds-set:from-unit
+SetCredential=creds-both:from-unit
+LoadCredential=creds-both:/etc/creds-path
+LoadCredential=creds-absent
+LoadCredentialEncrypted=creds-absent-encrypted
+ExecStart=/bin/sh -c 'for n in creds-store creds-path creds-set creds-both creds-absent creds-absent-encrypted; do echo "$$n=$$(cat "$$CREDENTIALS_DIRECTORY/$$n" 2>/dev/null || echo missing)"; done'
+EOF
+printf '[Service]\nType=oneshot\nDynamicUser=yes\nLoadCredential=creds-absent:/etc/creds-absent\nExecStart=/bin/true\n' \
+  > "$root/etc/systemd/system/creds-path-missing.service"
+in_sandbox systemctl daemon-reload
+check "units: systemd-analyze verify accepts the credential lines" bash -c "
+  out=\$(nsenter -t $pid -a systemd-analyze verify /etc/systemd/system/creds.service 2>&1); echo \"\$out\"; [ -z \"\$out\" ]"
+check "units: LoadCredential=NAME reads /etc/credstore/NAME, NAME:PATH the file, SetCredential= its value, LoadCredential= wins; a name-only one missing is skipped" bash -c "
+  nsenter -t $pid -a systemctl start creds.service || exit 1
+  out=\$(nsenter -t $pid -a journalctl -u creds.service --no-pager -o cat | grep '^creds-'); echo \"\$out\"
+  [ \"\$out\" = \"\$(printf 'creds-store=from-store\ncreds-path=from-path\ncreds-set=from-unit\ncreds-both=from-path\ncreds-absent=missing\ncreds-absent-encrypted=missing')\" ]"
+check "units: LoadCredential=NAME:PATH with PATH missing fails the start (243/CREDENTIALS)" bash -c "
+  ! nsenter -t $pid -a systemctl start creds-path-missing.service 2>/dev/null &&
+  [ \"\$(nsenter -t $pid -a systemctl show -P ExecMainStatus creds-path-missing.service)\" = 243 ]"
+rm -rf "$root/etc/systemd/system/creds.service" "$root/etc/systemd/system/creds-path-missing.service" \
+  "$root/etc/credstore/creds-store" "$root/etc/creds-path"
+in_sandbox systemctl daemon-reload

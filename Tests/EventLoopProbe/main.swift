@@ -2,11 +2,13 @@
 // process's executor, so each scenario runs in a process of its own.
 //
 // Usage: vigil-loop-probe SCENARIO, one of order, timers, cancel, stop, signals, busy,
-// task-sleep, default-executor, refused, blocking-worker, drain, standard-descriptors. Each prints one line per step on stdout; the tests compare them.
+// task-sleep, default-executor, refused, blocking-worker, drain, standard-descriptors,
+// child-process. Each prints one line per step on stdout; the tests compare them.
 // Exit status 0 (stop: 7, the body's result), 2 for an unknown scenario.
 import CVigilEventLoop
 import Synchronization
 import VigilEventLoop
+import VigilPOSIX
 import VigilPlatform
 
 let loopThread = pthread_self()
@@ -262,6 +264,56 @@ func describe<Value>(_ outcome: BlockingWorker.Outcome<Value>) -> String {
 /// A blocking call runs on a helper thread, reused; one that misses its deadline is abandoned
 /// while the loop goes on (a timer fires meanwhile), and the next call gets a new thread; with
 /// every thread stuck a call is refused at once; a stuck thread ends once its call returns.
+/// `ChildProcess.termination()` on the loop: the child's pidfd is watched by the loop's epoll,
+/// so the one thread goes on (a timer fires, another task signals the child) while it waits.
+func childProcess() async {
+    let child: ChildProcess
+    do {
+        child = try ChildProcess.spawn("/bin/sleep", arguments: ["600"])
+    } catch {
+        line("spawn failed: \(error)")
+        return
+    }
+    let waiter = Task { () -> String in
+        do {
+            let ended = try await child.termination()
+            return "\(ended), resumed on the loop thread: \(pthread_equal(pthread_self(), loopThread) != 0)"
+        } catch {
+            return "failed: \(error)"
+        }
+    }
+    try? await EventLoopExecutor.sleep(for: .milliseconds(50))
+    line("a timer fired on the loop while the child ran")
+    try? child.send(SIGTERM)
+    line(await waiter.value)
+    var threads = 0
+    if let status = try? FileSystem.read("/proc/self/status", limit: 8192) {
+        let text = String(decoding: status, as: UTF8.self)
+        threads =
+            text.split(separator: "\n").first { $0.hasPrefix("Threads:") }.flatMap {
+                Int($0.dropFirst(8).trimmingPrefix { $0 == "\t" || $0 == " " })
+            } ?? 0
+    }
+    line("threads in the process: \(threads)")
+    // More children than the loop's epoll takes watches (64): the others wait on poll threads.
+    do {
+        let children = try (0..<70).map { _ in try ChildProcess.spawn("/bin/sleep", arguments: ["600"]) }
+        let ended = await withTaskGroup(of: String.self) { group in
+            for child in children {
+                group.addTask { (try? await child.termination()).map { "\($0)" } ?? "failed" }
+            }
+            try? await EventLoopExecutor.sleep(for: .milliseconds(100))
+            for child in children { try? child.send(SIGTERM) }
+            var all: [String] = []
+            for await one in group { all.append(one) }
+            return all
+        }
+        line("\(ended.filter { $0 == "killed by signal 15 (Terminated)" }.count) of 70 children heard to end")
+    } catch {
+        line("spawn failed: \(error)")
+    }
+}
+
 func blockingWorker() async {
     let worker = BlockingWorker(maximumThreads: 2)
     let first = await worker.run(deadline: .seconds(10)) { pthread_equal(pthread_self(), loopThread) == 0 ? 42 : -1 }
@@ -319,6 +371,7 @@ case "signals": EventLoopExecutor.run { await signals() }
 case "task-sleep": EventLoopExecutor.run { await taskSleep() }
 case "busy": EventLoopExecutor.run { await busy() }
 case "blocking-worker": EventLoopExecutor.run { await blockingWorker() }
+case "child-process": EventLoopExecutor.run { await childProcess() }
 case "drain":
     var realTime = sigset_t()
     sigemptyset(&realTime)

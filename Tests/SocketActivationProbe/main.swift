@@ -1,4 +1,3 @@
-import VigilPlatform
 // vigil-socket-probe: the socket-activated child of SocketActivationProcessTests.
 //
 // Usage: vigil-socket-probe [NAME [CONNECTIONS [--store PORT]]]
@@ -10,14 +9,33 @@ import VigilPlatform
 // With --lines (in place of --store PORT) it serves the socket through AcceptedConnections
 // instead: each connection's lines are answered "<origin> <line>"; the line "stop" stops the
 // sequence with a 5 s grace period, and the probe exits 0 once every connection has ended.
+// With --emfile (in place of --store PORT) it serves lines as --lines does, with RLIMIT_NOFILE
+// lowered so that exactly two connections can be open, and AcceptedConnections' log lines
+// printed to stdout ("<level> <message>").
 // A ListeningSocketError is printed as "error: CODE: MESSAGE" with exit status 1.
+import Logging
+import VigilPlatform
 import VigilSystemd
+
+/// AcceptedConnections' log, one line per entry on stdout.
+struct PrintingLogHandler: LogHandler {
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+    func log(event: LogEvent) {
+        say("\(event.level) \(event.message)\n")
+    }
+}
 
 let arguments = CommandLine.arguments
 let name = arguments.count > 1 ? arguments[1] : "http"
 let connections = arguments.count > 2 ? max(0, Int(arguments[2]) ?? 1) : 1
 let storePort: UInt16? = arguments.count > 4 && arguments[3] == "--store" ? UInt16(arguments[4]) : nil
-let servesLines = arguments.count > 3 && arguments[3] == "--lines"
+let lowLimit = arguments.count > 3 && arguments[3] == "--emfile"
+let servesLines = arguments.count > 3 && (arguments[3] == "--lines" || lowLimit)
 
 /// `signalfd(2)`: Glibc's module does not import <sys/signalfd.h>.
 @_silgen_name("signalfd")
@@ -68,7 +86,27 @@ if storePort != nil { try? SystemdNotifier().send("READY=1") }
 
 if servesLines {
     do {
-        let connections = try socket.connections()
+        let connections = try socket.connections(logger: Logger(label: "probe") { _ in PrintingLogHandler() })
+        if lowLimit {
+            // Once suspended, the main thread has left for dispatch_main, whose exit opens an
+            // eventfd of libdispatch's (which traps without one): before the limit, not after.
+            try await Task.sleep(for: .milliseconds(10))
+            // The two lowest free descriptors, and no more: the third connection meets EMFILE.
+            let first = dup(0)
+            let second = dup(0)
+            close(first)
+            close(second)
+            guard second == first + 1 else {
+                say("error: descriptors \(first) and \(second) are not adjacent\n")
+                exit(1)
+            }
+            var limit = rlimit(rlim_cur: rlim_t(second + 1), rlim_max: rlim_t(second + 1))
+            guard setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else {
+                say("error: setrlimit: \(String(cString: strerror(errno)))\n")
+                exit(1)
+            }
+            say("limit \(second + 1)\n")
+        }
         try await withThrowingDiscardingTaskGroup { group in
             for try await connection in connections {
                 group.addTask {

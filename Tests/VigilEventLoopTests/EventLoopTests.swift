@@ -125,6 +125,19 @@ import VigilTesting
                 "after theirs is gone: install=true installed=true",
             ]
         ),
+        // Issue 23: a job daemon waited for each child with a blocking waitpid.
+        Scenario(
+            name: "child-process",
+            claim: "a child is awaited on its pidfd through the loop's epoll: the one thread runs a timer and the "
+                + "task that signals the child meanwhile, and no other thread is started; past the loop's 64 watches, "
+                + "children are awaited on poll threads",
+            lines: [
+                "a timer fired on the loop while the child ran",
+                "killed by signal 15 (Terminated), resumed on the loop thread: true",
+                "threads in the process: 1",
+                "70 of 70 children heard to end",
+            ]
+        ),
         // Issue 21 #7: a read from a hung file system blocked the loop's only thread for good.
         Scenario(
             name: "blocking-worker",

@@ -1,4 +1,5 @@
 import Logging
+import ServiceLifecycle
 import Testing
 import VigilLifecycle
 import VigilTesting
@@ -48,6 +49,29 @@ import VigilTesting
         #expect(
             log.values.filter { $0.hasSuffix(".memoryPressure") } == ["store.memoryPressure", "cache.memoryPressure"]
         )
+    }
+
+    /// Issue 23: a long-running part hears memory pressure through its `ServiceListener`, with
+    /// no second listener (before, `ServiceListener` had no such hook and a job daemon added a
+    /// listener only to drop its cache).
+    @Test func aServiceListenersPartHearsMemoryPressure() async throws {
+        let log = AsyncRecorder<String>()
+        let part = ServiceListener(
+            name: "jobs",
+            memoryPressure: { context in
+                log.append("jobs.memoryPressure \(context.budgets(for: "jobs").memoryPressure)")
+            },
+            run: { ready in
+                ready()
+                try? await gracefulShutdown()
+            }
+        )
+        try await Self.withGroup([part], interval: .seconds(1)) { group, observer in
+            group.requestMemoryPressure()
+            try await log.wait { !$0.isEmpty }
+        }
+        #expect(log.values.count == 1)
+        #expect(log.values.first?.hasPrefix("jobs.memoryPressure ") == true, "\(log.values)")
     }
 
     /// A burst within one interval is one event; the reports dropped are counted in the records

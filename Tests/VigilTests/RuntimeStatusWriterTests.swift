@@ -228,6 +228,33 @@ import VigilTesting
         #expect(try #require(scratch.status).previousShutdownClean == false, "the author's marker reports it")
     }
 
+    /// Issue 23: a `ServiceListener` handed a `ShutdownHistory` reports it, as a listener that
+    /// conforms does (before, a part with its own database needed a second listener for it), and
+    /// the daemon counts as keeping state.
+    @Test func aServiceListenersShutdownHistoryIsReported() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let writer = RuntimeStatusWriter(deferral: .seconds(3600))
+        writer.use(scratch.directory)
+        let markerPath = scratch.path + "/jobs.running"
+        defer { unlink(markerPath) }
+        let marker = ShutdownMarker(path: markerPath)
+        let part = ServiceListener(name: "jobs", shutdownHistory: marker) { ready in ready() }
+        let plain = ServiceListener(name: "plain") { ready in ready() }
+        #expect(plain.shutdownHistory == nil)
+        writer.track([plain, part])
+        TextFile.write(markerPath, "4242\n")  // left by a run that was killed
+        try marker.begin()
+        writer.update()
+        #expect(try #require(scratch.status).previousShutdownClean == false, "the part's marker reports it")
+        try marker.end()  // this run stopped cleanly: the next one finds no marker
+        let clean = ShutdownMarker(path: markerPath)
+        try clean.begin()
+        writer.track([ServiceListener(name: "jobs", shutdownHistory: clean) { ready in ready() }])
+        writer.update()
+        #expect(try #require(scratch.status).previousShutdownClean == true)
+    }
+
     /// Issue 21 item 5: before, uptime was wall-clock now minus `startedAt`, so stepping the
     /// clock back an hour gave `uptime: -3598 s`. Now it counts on `CLOCK_BOOTTIME` from the
     /// process's start time.

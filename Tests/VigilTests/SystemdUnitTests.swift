@@ -48,6 +48,39 @@ import Vigil
         #expect(Self.service(SystemdUnit(watchdog: .seconds(30))).contains("WatchdogSec=30s"))
     }
 
+    /// Issue 23: a daemon that reads credentials (`Credentials`) declares them, and the unit
+    /// supplies them (before, the author added `LoadCredential=` to the printed unit by hand).
+    @Test func declaredCredentialsArePrintedInTheServiceSection() throws {
+        let lines = Self.service(
+            SystemdUnit(credentials: [
+                .load("api-token"), .load("tls-key", from: "/etc/jobs/tls.key"),
+                .loadEncrypted("db-password", from: "/etc/jobs/db.cred"), .set("region", to: "eu west\n%x"),
+            ])
+        )
+        let service = try #require(lines.firstIndex(of: "[Service]"))
+        let install = try #require(lines.firstIndex(of: "[Install]"))
+        let expected = [
+            "LoadCredential=api-token", "LoadCredential=tls-key:/etc/jobs/tls.key",
+            "LoadCredentialEncrypted=db-password:/etc/jobs/db.cred", "SetCredential=region:eu west %%x",
+        ]
+        let first = try #require(lines.firstIndex(of: expected[0]))
+        #expect(Array(lines[first..<first + 4]) == expected, "in declaration order, one line each")
+        #expect(first > service && first < install)
+        #expect(!Self.service(SystemdUnit()).contains { $0.contains("Credential") })
+        #expect(SystemdUnit(credentials: [.load("api-token"), .set("region", to: "eu")]).problem == nil)
+    }
+
+    /// A name or path systemd would refuse, or read as another directive, prints no unit.
+    @Test func aCredentialSystemdWouldRefuseIsAProblem() {
+        for credential in [
+            SystemdUnit.Credential.load(""), .load("a/b"), .load("a:b"), .load(".."), .load("a b"),
+            .load("token\nExecStartPre=/bin/evil"), .load("%n"), .load(String(repeating: "x", count: 256)),
+            .load("token", from: "relative/path"), .loadEncrypted("token", from: "/etc/a b"),
+        ] {
+            #expect(SystemdUnit(credentials: [credential]).problem != nil, "\(credential)")
+        }
+    }
+
     @Test func aDaemonServingOnlyItsSocketUnitRequiresIt() throws {
         let lines = Self.service(SystemdUnit(requiresSocketUnit: true))
         let requires = try #require(lines.firstIndex(of: "Requires=jobs.socket"))

@@ -88,4 +88,9 @@ int cvigil_loop_watch_descriptor(int descriptor, uint32_t events, cvigil_descrip
 /// (from another thread, one call already under way may still finish). Any thread.
 void cvigil_loop_unwatch_descriptor(int descriptor);
 
+/// `pidfd_open(2)` (Linux 5.3): a close-on-exec descriptor that becomes readable when the
+/// process `pid` ends. Returns the descriptor, or -errno (ENOSYS on an older kernel, ESRCH when
+/// there is no such process). Glibc before 2.36 has no wrapper, and Swift cannot call syscall().
+int cvigil_pidfd_open(int pid);
+
 #endif

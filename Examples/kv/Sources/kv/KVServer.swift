@@ -13,8 +13,10 @@ import Vigil
 /// | anything else, a key or value over its limit | `ERR reason` |
 ///
 /// A key is 1 to 256 bytes of UTF-8 without spaces or control characters. The limits in force
-/// (`maxValueBytes`, `maxConnections`) are read from the configuration for each request and each
-/// connection, so a committed reload applies to the next one. Each request is logged with
+/// (`maxValueBytes`, `maxConnections`, `idleTimeout`) are read from the configuration for each
+/// request and each connection, so a committed reload applies to the next one. A connection that
+/// sends no complete request within `idleTimeout` is answered `ERR idle: …` and closed: idle
+/// clients cannot keep the places of `maxConnections` from everyone else. Each request is logged with
 /// structured metadata (journal fields `KV_COMMAND`, `KV_KEY`, `KV_RESULT`, `KV_PEER`,
 /// `KV_VALUE_BYTES`, `KV_DURATION_US`, and `KV_CACHE` `hit` or `miss` for a `GET`). `GET` reads
 /// through a small cache (``KVCache``), which `SET` and `DEL` keep current after their commit.
@@ -34,6 +36,9 @@ final class KVServer: Sendable {
     }
 
     static let maximumKeyBytes = 256
+
+    /// How long a connection may take to send its next request (`idleTimeout`).
+    var idleTimeout: Duration { .seconds(configuration.idleTimeout) }
 
     var configuration: KVConfiguration {
         values[CurrentConfiguration<KVConfiguration>.self] ?? .defaultConfiguration
@@ -64,7 +69,7 @@ final class KVServer: Sendable {
         defer { open.withLock { $0 -= 1 } }
         do throws(ConnectionError) {
             if let token {
-                let line = try await connection.readLine(maximumBytes: 4096)
+                let line = try await connection.readLine(maximumBytes: 4096, timeout: idleTimeout)
                 guard let line, Self.constantTimeEqual(line, "AUTH " + token) else {
                     logger.warning(
                         "Refused \(connection.peer): the first line on the TCP port was not AUTH with kv's access token (credential kv-token)",
@@ -82,13 +87,26 @@ final class KVServer: Sendable {
             while true {
                 // "SET " + key + " " + value: the longest request the limits allow.
                 let longest = 5 + Self.maximumKeyBytes + configuration.maxValueBytes
-                guard let line = try await connection.readLine(maximumBytes: longest) else { return }
+                guard let line = try await connection.readLine(maximumBytes: longest, timeout: idleTimeout) else {
+                    return
+                }
                 let answer = await handle(line, peer: connection.peer)
                 try await connection.write(answer + "\n")
             }
         } catch {
             if error.code == .lineTooLong || error.code == .notUTF8 {
                 try? await connection.write("ERR \(error.message)\n")
+            } else if error.code == .timedOut {
+                let seconds = configuration.idleTimeout
+                logger.info(
+                    "Closed \(connection): no request within \(seconds) s (idleTimeout)",
+                    metadata: ["kv.peer": "\(connection.peer)", "kv.result": "idle"]
+                )
+                try? await connection.write(
+                    "ERR idle: no request within \(seconds) s (idleTimeout); closing\n",
+                    timeout: .seconds(1)
+                )
+                return
             }
             logger.notice("Closed \(connection): \(error)", metadata: ["kv.peer": "\(connection.peer)"])
         }
@@ -190,7 +208,7 @@ final class KVServer: Sendable {
     /// The credential kv-token is an empty file.
     struct EmptyToken: Error, CustomStringConvertible {
         var description: String {
-            "credential 'kv-token' is empty: put kv's access token in the file LoadCredential=kv-token:… names"
+            "credential 'kv-token' is empty: put kv's access token in /etc/credstore/kv-token (LoadCredential=kv-token)"
         }
     }
 

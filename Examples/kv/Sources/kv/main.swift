@@ -37,7 +37,10 @@ let commandLine = DaemonCommandLine(
         // FileDescriptorStoreMax=1: the read cache's snapshot across systemctl restart.
         storedDescriptors: 1,
         requiresSocketUnit: true,
-        loopbackNetwork: true
+        loopbackNetwork: true,
+        // LoadCredential=kv-token: the TCP port's access token, from /etc/credstore/kv-token;
+        // absent there, kv starts without it (it needs it only with tcpPort).
+        credentials: [.load("kv-token")]
     )
 )
 
@@ -71,17 +74,18 @@ await commandLine.main { options in
             // Adopt the socket systemd passed as FileDescriptorName=kv, else bind one in the
             // runtime directory.
             let unix = try ListeningSocket(name: "kv", orBind: .unix(path: options.runtimeDirectory + "/kv.sock"))
-            var listening = [try unix.connections()]
+            var listening = [try unix.connections(logger: context.logger)]
             var tcpToken: String?
             if tcpPort != 0 {
                 // Every local user can reach the port: a client's first line is AUTH and the
-                // access token, a credential (LoadCredential=kv-token:/etc/kv/token in the unit).
+                // access token, the credential kv-token (LoadCredential=kv-token in the printed
+                // unit: the file /etc/credstore/kv-token).
                 // A missing one fails the start, naming the unit lines that supply it.
                 tcpToken = try Credentials.readString("kv-token")
                 guard tcpToken?.isEmpty == false else { throw KVServer.EmptyToken() }
                 // Bound here, never passed by systemd: loopback only.
                 let tcp = try ListeningSocket.bind(.tcp(host: "127.0.0.1", port: UInt16(tcpPort)))
-                listening.append(try tcp.connections())
+                listening.append(try tcp.connections(logger: context.logger))
             }
             let sockets = listening
             let token = tcpToken

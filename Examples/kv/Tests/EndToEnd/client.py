@@ -13,6 +13,8 @@
 #                             of the drain test)
 #   client.py hold DIR          opens a connection, creates DIR/held, and keeps it open until
 #                             DIR/release appears (at most 60 s)
+#   client.py idle              opens a connection, sends nothing, prints the line kv sends and
+#                             "closed after S s" (tenths) once kv closes it (at most 15 s)
 import os, socket, sys, time
 
 PATH = "/run/kv.sock"
@@ -95,6 +97,14 @@ if command == "hold":
     open(directory + "/held", "w").close()
     wait_for(directory + "/release")
     s.close()
+    sys.exit(0)
+if command == "idle":
+    s = connect()
+    started = time.monotonic()
+    print(answer(s))
+    while s.recv(65536):
+        pass
+    print(f"closed after {time.monotonic() - started:.1f} s")
     sys.exit(0)
 counts = {"answered": 0, "refused": 0, "failed": 0}
 if command == "burst":

@@ -107,6 +107,14 @@ suite() {
     out=$(send "GET k"); echo "$out"; [ "$out" = "ERR busy: 1 connections are open (maxConnections); try again later" ]'
   touch "$root$directory/release"
   wait "$holder"
+  # An idle connection no longer holds its place for good: idleTimeout (reloadable) closes it.
+  write_config '{ "maxConnections": 1, "idleTimeout": 2 }'
+  in_sandbox systemctl reload kv
+  check "after a reload to idleTimeout 2, an idle connection is closed after 2 s with ERR idle, and the one place is free again" bash -c '
+    out=$(in_sandbox python3 /tmp/client.py idle); echo "$out"
+    [ "$(echo "$out" | head -1)" = "ERR idle: no request within 2 s (idleTimeout); closing" ] || exit 1
+    echo "$out" | tail -1 | awk '"'"'{ exit !($3 >= 1.9 && $3 <= 4.5) }'"'"' || exit 1
+    out=$(send "GET idle-check"); echo "$out"; [ "$out" = NOTFOUND ]'
   write_config '{}'
   in_sandbox systemctl reload kv
 
@@ -163,8 +171,9 @@ sys.exit(1)'"
     nsenter -t $pid -a journalctl -u kv --no-pager -o cat | grep -q 'the daemon is stopping and the deadline it gave this connection passed'"
 
   # --- the optional TCP port: bound at start, so changing it is a reload the daemon refuses ---
-  # The port takes an access token, the credential kv-token: missing, the start fails naming
-  # LoadCredential=; supplied by a drop-in, a wrong token is refused and the right one works.
+  # The port takes an access token, the credential kv-token, which the printed unit declares
+  # (LoadCredential=kv-token: systemd's credential stores): missing, the start fails naming it;
+  # put in /etc/credstore/kv-token, a wrong token is refused and the right one works.
   write_config '{ "tcpPort": 7070 }'
   before=$(cursor)
   check "with tcpPort 7070 and no credential kv-token, the start fails and names LoadCredential=" bash -c "
@@ -172,13 +181,11 @@ sys.exit(1)'"
     await_entry 10 '$before' \"'credential \\'kv-token\\' is missing' in e.get('MESSAGE', '') and 'LoadCredential=kv-token:' in e.get('MESSAGE', '')\""
   in_sandbox systemctl stop kv.service
   in_sandbox systemctl reset-failed kv.service
-  install -m 0600 /dev/null "$root/etc/kv/token"
-  printf 'right-token\n' > "$root/etc/kv/token"
-  mkdir -p "$root/etc/systemd/system/kv.service.d"
-  printf '[Service]\nLoadCredential=kv-token:/etc/kv/token\n' > "$root/etc/systemd/system/kv.service.d/credential.conf"
-  in_sandbox systemctl daemon-reload
+  mkdir -p "$root/etc/credstore"
+  install -m 0600 /dev/null "$root/etc/credstore/kv-token"
+  printf 'right-token\n' > "$root/etc/credstore/kv-token"
   in_sandbox systemctl restart kv
-  check "LoadCredential=kv-token: no AUTH line and a wrong token are refused (ERR unauthorized, KV_RESULT=unauthorized)" bash -c "
+  check "the printed LoadCredential=kv-token reads /etc/credstore/kv-token: no AUTH line and a wrong token are refused (ERR unauthorized, KV_RESULT=unauthorized)" bash -c "
     a=\$(in_sandbox env KV_TCP_PORT=7070 python3 /tmp/client.py send 'GET over-tcp'); echo \"\$a\"
     b=\$(in_sandbox env KV_TCP_PORT=7070 python3 /tmp/client.py send 'AUTH wrong-token'); echo \"\$b\"
     refused=\"ERR unauthorized: the first line must be AUTH and kv's access token\"
