@@ -38,7 +38,7 @@ let package = Package(
         .target(name: "CVigilEventLoop"),
         // EventLoopExecutor, its sleep and signal delivery, MonotonicClock: for every module
         // that must sleep or take signals the way the process's executor wants.
-        .target(name: "VigilEventLoop", dependencies: ["CVigilEventLoop"]),
+        .target(name: "VigilEventLoop", dependencies: ["CVigilEventLoop", "VigilPOSIX"]),
         // The preinit function that blocks a daemon's signals before the Swift runtime starts.
         .target(name: "CVigilEarlySignals"),
         .target(name: "VigilEarlySignals", dependencies: ["CVigilEarlySignals"]),
@@ -63,7 +63,7 @@ let package = Package(
             ]
         ),
         // System calls without Foundation: the one errno-carrying error type and file I/O.
-        .target(name: "VigilPOSIX", dependencies: ["VigilEventLoop"]),
+        .target(name: "VigilPOSIX"),
         // JSON with comments, the configuration loader, its errors and its listener.
         .target(
             name: "VigilConfiguration",
@@ -85,6 +85,7 @@ let package = Package(
             name: "Vigil",
             dependencies: [
                 "VigilConfiguration",
+                "VigilEventLoop",
                 "VigilLifecycle",
                 "VigilPersistence",
                 "VigilPOSIX",

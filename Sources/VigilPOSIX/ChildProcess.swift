@@ -1,4 +1,3 @@
-import VigilEventLoop
 import VigilPlatform
 
 /// A process a daemon starts (a job, a hook script) with a clean signal state and without the
@@ -22,7 +21,7 @@ import VigilPlatform
 /// let ended = try await job.termination()  // holds no thread while it runs
 /// ```
 ///
-/// **Waiting.** ``termination()`` waits without holding a thread: the kernel's pidfd for the
+/// **Waiting.** `termination()` (VigilEventLoop, brought by `import Vigil`) waits without holding a thread: the kernel's pidfd for the
 /// child becomes readable when it ends, and the event loop's epoll (or, without
 /// `EventLoopExecutor`, one `poll` thread per waiting child) watches it; a hundred running jobs
 /// take no thread of Swift concurrency's small pool (a blocking `waitpid` on it would hold one
@@ -142,7 +141,7 @@ public struct ChildProcess: Sendable, Hashable {
     ///
     /// - Important: This blocks the calling thread until the child ends: on the event loop it
     ///   would stop the daemon's signals and watchdog with it, on Swift concurrency's pool it
-    ///   holds one of its few threads. In async code, await ``termination()``.
+    ///   holds one of its few threads. In async code, await `termination()` (VigilEventLoop).
     ///
     /// - Throws: ``SystemError`` (`ECHILD` when the child was reaped already).
     ///
@@ -152,42 +151,12 @@ public struct ChildProcess: Sendable, Hashable {
         try reap(blocking: true)!
     }
 
-    /// Waits until the child ends and reaps it, holding no thread meanwhile (see the type's
-    /// documentation): a pidfd watched by the event loop's epoll, or by a `poll` thread of its
-    /// own when `EventLoopExecutor` does not run the process.
-    ///
-    /// - Throws: `CancellationError` when the task is cancelled first (the child runs on and is
-    ///   not reaped: signal it and call this again); ``SystemError`` when the child was reaped
-    ///   already (`ECHILD`), the kernel has no pidfds (`ENOSYS`: Linux before 5.3), or no
-    ///   descriptor is left to watch it (`EMFILE`).
-    ///
-    /// The corresponding C functions are `pidfd_open` and `waitpid`.
-    public func termination() async throws -> Termination {
-        while true {
-            if let ended = try reap(blocking: false) { return ended }
-            let descriptor = DescriptorWatch.openProcessDescriptor(pid)
-            guard descriptor >= 0 else {
-                // ESRCH: it ended and was reaped between the two calls; the next reap says so.
-                if -descriptor == ESRCH { continue }
-                throw SystemError(path: "pid \(pid)", operation: "watch (pidfd_open)", errno: -descriptor)
-            }
-            defer { close(descriptor) }
-            let ended: Bool
-            do {
-                ended = try await DescriptorWatch.readable(descriptor)
-            } catch {
-                throw SystemError(path: "pid \(pid)", operation: "watch (epoll or poll)", errno: error.errno)
-            }
-            guard ended else { throw CancellationError() }
-        }
-    }
-
     /// Sends `signal` to the child, or with `toProcessGroup` to its process group (the child's
     /// pid as the group's id: a child started with `inOwnProcessGroup: true`, and the children
     /// it started, while any of them runs, even after the child itself ended).
     ///
     /// - Important: Only while the child has not been reaped (by ``wait()`` or
-    ///   ``termination()``): after that, its pid may have been given to another process.
+    ///   `termination()`): after that, its pid may have been given to another process.
     ///
     /// - Throws: ``SystemError`` (`ESRCH`: no such process or group left; `EINVAL`: not a
     ///   signal; `EPERM`: a group whose processes changed user).
@@ -206,6 +175,12 @@ public struct ChildProcess: Sendable, Hashable {
                 errno: errno
             )
         }
+    }
+
+    /// How the child ended, reaping it, or `nil` while it runs: for a wait that watches the
+    /// child's pidfd (VigilEventLoop's `termination()`).
+    package func reapIfEnded() throws(SystemError) -> Termination? {
+        try reap(blocking: false)
     }
 
     /// `waitpid`, retrying `EINTR`: how the child ended, or `nil` while it runs (non-blocking).

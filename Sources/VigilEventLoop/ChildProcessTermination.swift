@@ -1,0 +1,36 @@
+import VigilPOSIX
+import VigilPlatform
+
+// The event loop's part of VigilPOSIX's ChildProcess: the wait that holds no thread. It lives
+// here, where the loop is known, so that the system-call layer below depends on nothing.
+extension ChildProcess {
+    /// Waits until the child ends and reaps it, holding no thread meanwhile (see the type's
+    /// documentation): a pidfd watched by the event loop's epoll, or by a `poll` thread of its
+    /// own when `EventLoopExecutor` does not run the process.
+    ///
+    /// - Throws: `CancellationError` when the task is cancelled first (the child runs on and is
+    ///   not reaped: signal it and call this again); `SystemError` when the child was reaped
+    ///   already (`ECHILD`), the kernel has no pidfds (`ENOSYS`: Linux before 5.3), or no
+    ///   descriptor is left to watch it (`EMFILE`).
+    ///
+    /// The corresponding C functions are `pidfd_open` and `waitpid`.
+    public func termination() async throws -> Termination {
+        while true {
+            if let ended = try reapIfEnded() { return ended }
+            let descriptor = DescriptorWatch.openProcessDescriptor(pid)
+            guard descriptor >= 0 else {
+                // ESRCH: it ended and was reaped between the two calls; the next reap says so.
+                if -descriptor == ESRCH { continue }
+                throw SystemError(path: "pid \(pid)", operation: "watch (pidfd_open)", errno: -descriptor)
+            }
+            defer { close(descriptor) }
+            let ended: Bool
+            do {
+                ended = try await DescriptorWatch.readable(descriptor)
+            } catch {
+                throw SystemError(path: "pid \(pid)", operation: "watch (epoll or poll)", errno: error.errno)
+            }
+            guard ended else { throw CancellationError() }
+        }
+    }
+}
