@@ -45,7 +45,7 @@ public final class ReadySignal: Sendable {
 
     /// The daemon's context, for a part that needs shared values (the current configuration,
     /// say) or the logger.
-    public let context: ListenerContext
+    package let context: ListenerContext
 
     init(context: ListenerContext) {
         self.context = context
@@ -57,7 +57,7 @@ public final class ReadySignal: Sendable {
     }
 
     /// `true` once the part said it is ready.
-    public var isReady: Bool {
+    package var isReady: Bool {
         state.withLock { state in
             if case .ready = state.outcome { return true }
             return false
