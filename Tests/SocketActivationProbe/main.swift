@@ -10,7 +10,7 @@ import VigilPlatform
 // With --lines (in place of --store PORT) it serves the socket through AcceptedConnections
 // instead: each connection's lines are answered "<origin> <line>"; the line "stop" stops the
 // sequence with a 5 s grace period, and the probe exits 0 once every connection has ended.
-// A ListeningSocketError is printed as "error: CODE: MESSAGE" with exit status 1.
+// A SystemdError is printed as "error: CODE: MESSAGE" with exit status 1.
 import VigilSystemd
 
 let arguments = CommandLine.arguments
@@ -33,7 +33,7 @@ func variable(_ name: String) -> String {
 }
 
 let socket: ListeningSocket
-do throws(ListeningSocketError) {
+do throws(SystemdError) {
     // --lines serves a Unix socket (an abstract one of its own when nothing was passed).
     let address: ListeningSocket.Address =
         servesLines ? .unix(path: "@vigil-socket-probe-\(getpid())") : .tcp(host: "127.0.0.1", port: storePort ?? 0)
@@ -52,7 +52,7 @@ let origin =
     }
 // A second request for the same name: adopted sockets are handed out once per process.
 let again: String
-do throws(ListeningSocketError) {
+do throws(SystemdError) {
     let second = try ListeningSocket(name: name, orBind: .tcp(host: "127.0.0.1", port: storePort ?? 0))
     again = second.origin == .bound ? "bound" : "adopted"
 } catch {
