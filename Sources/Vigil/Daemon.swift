@@ -254,7 +254,7 @@ extension Daemon {
 /// the shared level control, the daemon's logger and where entries go.
 public struct DaemonLogging: Sendable {
     /// Change the level of every handler at run time.
-    package let levelControl: LogLevelControl
+    public let levelControl: LogLevelControl
     /// The daemon's logger.
     public let logger: Logger
     /// Where entries go.

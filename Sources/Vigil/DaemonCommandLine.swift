@@ -52,20 +52,20 @@ import VigilPlatform
 /// second daemon on either fails at start naming the first's pid.
 public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable {
     /// The executable's name: in help, messages, default paths and the status file's client.
-    public var name: String
+    package var name: String
     /// What `--version` prints.
-    public var version: String
+    package var version: String
     /// One line for the help's overview.
-    public var abstract: String
+    package var abstract: String
     /// Lines the daemon adds to `status` (after `last reload`), from its own keys in the status
     /// file (``RuntimeStatus/decode(_:)``); label and value, escaped and aligned by the library.
-    public var statusLines: @Sendable (RuntimeStatus) -> [(label: String, value: String)]
+    package var statusLines: @Sendable (RuntimeStatus) -> [(label: String, value: String)]
     /// What the daemon keeps in its state directory, for `--help` ("state.json, the heartbeat
     /// count"); `nil` for a daemon that keeps nothing there of its own. When set, `run` creates
     /// and locks the state directory even without a `PersistenceListener`.
-    public var stateContents: String?
+    package var stateContents: String?
     /// What `systemd-unit` prints the units from.
-    public var unit: SystemdUnit
+    package var unit: SystemdUnit
 
     /// A command line for the daemon `name`, whose configuration is of type `configuration`.
     public init(

@@ -18,7 +18,7 @@ public struct DaemonOptions: Sendable {
     /// listener starts).
     public let runtimeDirectory: String
     /// `--reload-signal` (SIGHUP unless set); the library sets it on the daemon.
-    public let reloadSignal: ProcessSignal
+    package let reloadSignal: ProcessSignal
     /// Logging, bootstrapped for `name`: pass it to ``Daemon``.
     public let logging: DaemonLogging
     /// The runtime status file's writer: add the daemon's own keys with
