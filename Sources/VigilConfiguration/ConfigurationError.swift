@@ -17,7 +17,7 @@ public struct ConfigurationError: Error, Hashable, Sendable, CustomStringConvert
     public var reason: String
     /// The failed system call when the file could not be read (its `errno`, the operation and
     /// the path), else `nil`.
-    public var cause: SystemError?
+    package var cause: SystemError?
 
     package init(
         file: String,

@@ -28,7 +28,7 @@ import VigilPlatform
 public final class Connection: Sendable, CustomStringConvertible {
     /// The connected socket (non-blocking, `FD_CLOEXEC`), valid until ``close()``. Reading or
     /// writing it directly bypasses the line buffer.
-    public let fileDescriptor: Int32
+    package let fileDescriptor: Int32
     /// Who is on the other side, for logs: `127.0.0.1:50312`, `[::1]:50312`, or for a Unix
     /// socket the peer's credentials, `pid 4242 uid 0`.
     public let peer: String
@@ -88,7 +88,7 @@ public final class Connection: Sendable, CustomStringConvertible {
     }
 
     /// ``readLine(maximumBytes:timeout:)`` as bytes, for a protocol that is not all text.
-    public func readLineBytes(
+    package func readLineBytes(
         maximumBytes: Int = 8192,
         timeout: Duration? = nil
     ) async throws(SystemdError)

@@ -17,21 +17,21 @@ import VigilPlatform
 /// that names it and the unit lines that supply it.
 public struct Credentials: Sendable, Hashable {
     /// The largest credential read: 1 MiB, systemd's `CREDENTIAL_SIZE_MAX`.
-    public static let sizeLimit = 1 << 20
+    package static let sizeLimit = 1 << 20
 
     /// The directory credentials are read from; `nil` when `CREDENTIALS_DIRECTORY` is unset
     /// (not under systemd, or the unit supplies none).
-    public let directory: String?
+    package let directory: String?
 
     /// Credentials in `directory` (tests, or a daemon run by hand with a directory of its own).
-    public init(directory: String?) {
+    package init(directory: String?) {
         self.directory = directory
     }
 
     /// The credentials of this process: `CREDENTIALS_DIRECTORY` as systemd set it.
     ///
     /// - Important: Reads the process's environment.
-    public static func current() -> Credentials {
+    package static func current() -> Credentials {
         Credentials(directory: getenv("CREDENTIALS_DIRECTORY").map { String(cString: $0) })
     }
 
@@ -56,7 +56,7 @@ public struct Credentials: Sendable, Hashable {
     ///   file, saying which unit line supplies it; ``SystemdError/Code/unreadable`` when it
     ///   is not a regular file, over ``sizeLimit``, or the read fails (the ``SystemdError/cause``
     ///   says why).
-    public func read(_ name: String) throws(SystemdError) -> [UInt8] {
+    package func read(_ name: String) throws(SystemdError) -> [UInt8] {
         let bytes = Array(name.utf8)
         guard !bytes.isEmpty, bytes.count <= 255, name != ".", name != "..",
             !bytes.contains(UInt8(ascii: "/")), !bytes.contains(0)
@@ -108,7 +108,7 @@ public struct Credentials: Sendable, Hashable {
     ///
     /// - Throws: as ``read(_:)``, and ``SystemdError/Code/notUTF8`` for bytes that are not
     ///   UTF-8.
-    public func readString(_ name: String) throws(SystemdError) -> String {
+    package func readString(_ name: String) throws(SystemdError) -> String {
         var bytes = try read(name)
         if bytes.last == UInt8(ascii: "\n") { bytes.removeLast() }
         guard let text = String(validating: bytes, as: UTF8.self) else {

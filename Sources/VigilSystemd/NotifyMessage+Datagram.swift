@@ -10,7 +10,7 @@ extension NotifyMessage {
         case .ready: "READY=1"
         case .reloading(let usec): "RELOADING=1\nMONOTONIC_USEC=\(usec)"
         case .stopping: "STOPPING=1"
-        // Line breaks and tabs as spaces, other control characters escaped (`\x1B`,
+        // Line breaks and tabs as spaces, other control characters escaped (`\u{1b}`,
         // `\u{85}`), cut to maximumStatusBytes on a character boundary ending in `…`: no
         // reason, however long or hostile, can push a datagram over systemd's limit.
         case .status(let text): "STATUS=" + Self.boundedStatus(text)
@@ -92,25 +92,13 @@ extension NotifyMessage {
     }
 
     /// A character as it may appear in `STATUS=`: line breaks and tabs as a space, control
-    /// characters escaped, everything else as it is.
+    /// characters escaped as everywhere else (``DisplayText``), everything else as it is.
     private static func safe(_ character: Character) -> String {
         if character.isNewline || character == "\t" { return " " }
-        guard character.unicodeScalars.contains(where: isControl) else { return String(character) }
-        var escaped = ""
-        for scalar in character.unicodeScalars {
-            if !isControl(scalar) {
-                escaped.unicodeScalars.append(scalar)
-            } else if scalar.value < 0x80 {
-                let hex = String(scalar.value, radix: 16, uppercase: true)
-                escaped += "\\x" + (hex.count < 2 ? "0" + hex : hex)
-            } else {
-                escaped += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
-            }
-        }
-        return escaped
+        return DisplayText.escapingControlCharacters(String(character))
     }
 
-    /// Whether the UTF-8 of a string holds one of the scalars ``isControl(_:)`` names: a C0
+    /// Whether the UTF-8 of a string holds one of the scalars `DisplayText.isControl(_:)` names: a C0
     /// control or DEL (one byte), a C1 control (`C2 80` … `C2 9F`), U+2028 to U+202E (`E2 80 A8`
     /// … `E2 80 AE`: the separators, embeddings and overrides) or U+2066 to U+2069 (`E2 81 A6`
     /// … `E2 81 A9`: the isolates). Byte by byte, without decoding scalars.
@@ -126,15 +114,6 @@ extension NotifyMessage {
             previous = byte
         }
         return false
-    }
-
-    /// C0 and C1 controls, DEL, the Unicode line and paragraph separators, and the
-    /// bidirectional embeddings, overrides and isolates (U+202A–E, U+2066–9).
-    private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
-        switch scalar.value {
-        case 0x2028...0x202E, 0x2066...0x2069: true
-        default: scalar.properties.generalCategory == .control
-        }
     }
 }
 
