@@ -45,7 +45,7 @@ public final class ReadySignal: Sendable {
 
     /// The daemon's context, for a part that needs shared values (the current configuration,
     /// say) or the logger.
-    package let context: ListenerContext
+    public let context: ListenerContext
 
     init(context: ListenerContext) {
         self.context = context
