@@ -13,7 +13,10 @@ graphs=$(mktemp -d /tmp/vigil-symbolgraph.XXXXXX)
 trap 'rm -rf "$graphs"' EXIT
 built=$(swift build --show-bin-path)/../symbolgraph
 # Vigil's own symbols and its extensions of other modules' types.
-cp "$built"/Vigil.symbols.json "$built"/Vigil@*.symbols.json "$graphs"/
+cp "$built"/Vigil.symbols.json "$graphs"/
+# Vigil's public extensions of other modules' types, if it has any (it has none since the
+# conformances moved to where they are implemented).
+for extension in "$built"/Vigil@*.symbols.json; do [[ -e $extension ]] && cp "$extension" "$graphs"/; done
 docc convert Sources/Vigil/Vigil.docc \
     --additional-symbol-graph-dir "$graphs" \
     --fallback-display-name Vigil --fallback-bundle-identifier org.vigil.Vigil \

@@ -37,7 +37,7 @@ import VigilPlatform
 ///   0 applied, 1 rejected with the reason, 2 no daemon or no answer. What `ExecReload=` runs.
 /// - `status [--runtime-directory DIR] [--json]`: 0, or 2 without a daemon.
 /// - `systemd-unit [--executable PATH] [--socket ADDRESS]`: prints the hardened `.service` unit
-///   the daemon needs, from ``unit`` (`ExecStart=` at `PATH`, default `/usr/bin/<name>`), or with
+///   the daemon needs, from the `unit:` given to the initializer (`ExecStart=` at `PATH`, default `/usr/bin/<name>`), or with
 ///   `--socket` the `.socket` unit that listens on `ADDRESS` for it.
 /// - `--help`, `help [COMMAND]`, `COMMAND --help`, `--version`.
 ///
@@ -47,7 +47,7 @@ import VigilPlatform
 /// others; with none of them `run` fails rather than use a shared directory),
 /// `$RUNTIME_DIRECTORY` (else `/run/<name>` for root, `$XDG_RUNTIME_DIR/<name>` for others).
 /// `run` creates the runtime directory, and the state directory of a daemon that keeps state
-/// (``stateContents`` is set, or a listener keeps a `ShutdownHistory`, as `PersistenceListener`
+/// (`stateContents:` is given, or a listener keeps a `ShutdownHistory`, as `PersistenceListener`
 /// does), mode 0700 whatever the umask, and holds an `InstanceLock` on each for its life: a
 /// second daemon on either fails at start naming the first's pid.
 public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable {

@@ -2,7 +2,7 @@ import VigilLifecycle
 
 /// What `run` gives the closure that builds the daemon.
 public struct DaemonOptions: Sendable {
-    /// The daemon's name (``DaemonCommandLine/name``): its identifier.
+    /// The daemon's name (the `name:` given to ``DaemonCommandLine``): its identifier.
     public let name: String
     /// Its version.
     public let version: String
