@@ -46,7 +46,7 @@ public final class AcceptedConnections: AsyncSequence, Sendable {
 
     /// The listening socket. It stays open after the stop: close it, if it is yours, after the
     /// stop (``ListeningSocket/close()``).
-    package let socket: ListeningSocket
+    public let socket: ListeningSocket
     private let poller: SocketPoller
 
     /// Makes the socket non-blocking and prepares its poll thread (started by the first wait).
