@@ -50,6 +50,9 @@ let package = Package(
                 "CVigilMemoryFile",
                 "VigilPOSIX",
                 "VigilEventLoop",
+                // Its seams (ServiceManagerNotifier, LifecycleObserver): VigilSystemd conforms to
+                // them and spells them in systemd's terms, as NIOPosix conforms to NIOCore.
+                "VigilLifecycle",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -174,7 +177,7 @@ let package = Package(
         .testTarget(
             name: "VigilSystemdTests",
             dependencies: [
-                "VigilPOSIX", "VigilSystemd", "VigilTesting", .product(name: "Logging", package: "swift-log"),
+                "VigilLifecycle", "VigilPOSIX", "VigilSystemd", "VigilTesting", .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(

@@ -20,53 +20,48 @@ import VigilSystemd
 /// failed to stop cleanly (a final checkpoint that could not be written, say).
 public struct Daemon: Sendable {
     /// `SYSLOG_IDENTIFIER` and the name in messages.
-    public let identifier: String
+    package let identifier: String
     /// The daemon's version, logged at start.
-    public let version: String
+    package let version: String
     /// The listeners, in any order.
-    public let listeners: [any Listener]
+    package let listeners: [any Listener]
     /// Steps that run before any listener starts.
     public var startupCommands: [any StartupCommand]
-    /// swift-service-lifecycle services given to the deprecated
-    /// ``init(identifier:version:listeners:startupCommands:services:values:logging:)``; each runs
-    /// as a `ServiceListener` that is ready as soon as it runs.
-    @available(*, deprecated, message: "Run each service as a ServiceListener, which can wait until it is ready")
-    public var services: [any Service] { legacyServices }
-    private let legacyServices: [any Service]
     /// Signals, budgets and shared values for the mediator.
     public var signals: SignalMap
     /// Default listener budgets.
     public var budgets: ListenerBudgets
     /// Values to seed the shared store with.
-    public let values: ValueStore
+    package let values: ValueStore
     /// Additional observers of lifecycle records (the lifecycle logger is always there).
     public var observers: [any LifecycleObserver]
     /// Where notifications go; `SystemdNotifier()` unless a test replaces it.
-    public var notifier: any ServiceManagerNotifier
+    package var notifier: any ServiceManagerNotifier
     /// The watchdog, from `WATCHDOG_USEC`/`WATCHDOG_PID` unless set.
-    public var watchdog: Watchdog?
+    package var watchdog: Watchdog?
     /// Where the lifecycle metrics go (`LifecycleMetrics` lists them): swift-metrics' bootstrapped
     /// factory, as it is when the daemon is created, unless set.
     public var metrics: any MetricsFactory
-    /// The logging set-up from ``bootstrapLogging(identifier:destination:level:)``.
-    public let logging: DaemonLogging
+    /// The logging set-up from ``bootstrapLogging(identifier:level:)``.
+    package let logging: DaemonLogging
     /// How long ``run()`` waits at its end for the service manager to confirm that it processed
     /// the last notifications (`STOPPING=1`, the final `STATUS=`): `BARRIER=1`, see
     /// `SystemdNotifier.barrier(timeout:)`. 1 s unless set; a frozen manager delays the exit by
     /// at most this much.
     public var exitBarrierTimeout: Duration = .seconds(1)
 
-    /// The old name of ``DaemonLogging``, which shadowed the `Logging` module inside `Daemon`.
-    @available(*, deprecated, renamed: "DaemonLogging")
-    public typealias Logging = DaemonLogging
-
     /// Bootstraps swift-log once for the process: native journal entries when stderr is the
     /// journal, `<N>` lines under systemd otherwise, readable lines on a terminal.
     ///
     /// - Important: Process-wide; call it once, first thing in `main`.
-    public static func bootstrapLogging(
+    public static func bootstrapLogging(identifier: String, level: Logger.Level = .info) -> DaemonLogging {
+        bootstrapLogging(identifier: identifier, destination: .automatic(), level: level)
+    }
+
+    /// ``bootstrapLogging(identifier:level:)`` to a destination of the caller's choice (tests).
+    package static func bootstrapLogging(
         identifier: String,
-        destination: LogDestination = .automatic(),
+        destination: LogDestination,
         level: Logger.Level = .info
     ) -> DaemonLogging {
         let control = LogLevelControl(level)
@@ -88,64 +83,10 @@ public struct Daemon: Sendable {
         values: ValueStore = ValueStore(),
         logging: DaemonLogging
     ) {
-        self.init(
-            identifier: identifier,
-            version: version,
-            listeners: listeners,
-            startupCommands: startupCommands,
-            legacyServices: [],
-            values: values,
-            logging: logging
-        )
-    }
-
-    /// Creates a daemon that also runs swift-service-lifecycle services.
-    ///
-    /// Each service runs as a `ServiceListener` that depends on every listener (it starts
-    /// last, stops first, gets graceful shutdown within its terminate budget, and "Stopped" is
-    /// logged only after it ended) and counts as ready as soon as it runs: a service cannot say
-    /// when it has bound, so `READY=1` may still precede the bind. Use `ServiceListener`
-    /// directly and call its `ReadySignal` from the service's own readiness callback
-    /// (Hummingbird's `onServerRunning`) instead.
-    @available(
-        *,
-        deprecated,
-        message: "Run each service as a ServiceListener { ready in … } that calls ready() once it has bound"
-    )
-    public init(
-        identifier: String,
-        version: String,
-        listeners: [any Listener],
-        startupCommands: [any StartupCommand] = [],
-        services: [any Service],
-        values: ValueStore = ValueStore(),
-        logging: DaemonLogging
-    ) {
-        self.init(
-            identifier: identifier,
-            version: version,
-            listeners: listeners,
-            startupCommands: startupCommands,
-            legacyServices: services,
-            values: values,
-            logging: logging
-        )
-    }
-
-    private init(
-        identifier: String,
-        version: String,
-        listeners: [any Listener],
-        startupCommands: [any StartupCommand],
-        legacyServices: [any Service],
-        values: ValueStore,
-        logging: DaemonLogging
-    ) {
         self.identifier = identifier
         self.version = version
         self.listeners = listeners
         self.startupCommands = startupCommands
-        self.legacyServices = legacyServices
         self.values = values
         self.logging = logging
         self.signals = .default
@@ -195,7 +136,7 @@ public struct Daemon: Sendable {
         let group: ListenerGroup
         do {
             group = try ListenerGroup(
-                listeners: listeners + Self.serviceListeners(legacyServices, after: listeners),
+                listeners: listeners,
                 startupCommands: startupCommands,
                 configuration: .init(
                     logger: logger,
@@ -295,18 +236,6 @@ extension Daemon {
         }
     }
 
-    /// The deprecated `services:` as listeners: each depends on every listener, so it starts
-    /// last and stops first, and is ready as soon as it runs.
-    static func serviceListeners(_ services: [any Service], after listeners: [any Listener]) -> [any Listener] {
-        let names = listeners.map(\.name)
-        return services.enumerated().map { index, service in
-            ServiceListener(name: "service \(index + 1) (\(type(of: service)))", dependencies: names) { ready in
-                ready()
-                try await service.run()
-            }
-        }
-    }
-
     /// The one warning for health budgets that exceed the watchdog probe's timeout, naming each
     /// listener whose budget was cut to it; `nil` when none was.
     package static func healthBudgetWarning(
@@ -321,7 +250,7 @@ extension Daemon {
     }
 }
 
-/// A daemon's logging as bootstrapped (``Daemon/bootstrapLogging(identifier:destination:level:)``):
+/// A daemon's logging as bootstrapped (``Daemon/bootstrapLogging(identifier:level:)``):
 /// the shared level control, the daemon's logger and where entries go.
 public struct DaemonLogging: Sendable {
     /// Change the level of every handler at run time.
@@ -329,10 +258,10 @@ public struct DaemonLogging: Sendable {
     /// The daemon's logger.
     public let logger: Logger
     /// Where entries go.
-    public let destination: LogDestination
+    package let destination: LogDestination
 
     /// Wraps a logging set-up made elsewhere (tests, or a daemon with its own handlers).
-    public init(levelControl: LogLevelControl, logger: Logger, destination: LogDestination) {
+    package init(levelControl: LogLevelControl, logger: Logger, destination: LogDestination) {
         self.levelControl = levelControl
         self.logger = logger
         self.destination = destination

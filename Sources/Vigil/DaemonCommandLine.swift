@@ -37,7 +37,7 @@ import VigilPlatform
 ///   0 applied, 1 rejected with the reason, 2 no daemon or no answer. What `ExecReload=` runs.
 /// - `status [--runtime-directory DIR] [--json]`: 0, or 2 without a daemon.
 /// - `systemd-unit [--executable PATH] [--socket ADDRESS]`: prints the hardened `.service` unit
-///   the daemon needs, from ``unit`` (`ExecStart=` at `PATH`, default `/usr/bin/<name>`), or with
+///   the daemon needs, from the `unit:` given to the initializer (`ExecStart=` at `PATH`, default `/usr/bin/<name>`), or with
 ///   `--socket` the `.socket` unit that listens on `ADDRESS` for it.
 /// - `--help`, `help [COMMAND]`, `COMMAND --help`, `--version`.
 ///
@@ -47,25 +47,25 @@ import VigilPlatform
 /// others; with none of them `run` fails rather than use a shared directory),
 /// `$RUNTIME_DIRECTORY` (else `/run/<name>` for root, `$XDG_RUNTIME_DIR/<name>` for others).
 /// `run` creates the runtime directory, and the state directory of a daemon that keeps state
-/// (``stateContents`` is set, or a listener keeps a `ShutdownHistory`, as `PersistenceListener`
+/// (`stateContents:` is given, or a listener keeps a `ShutdownHistory`, as `PersistenceListener`
 /// does), mode 0700 whatever the umask, and holds an `InstanceLock` on each for its life: a
 /// second daemon on either fails at start naming the first's pid.
 public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable {
     /// The executable's name: in help, messages, default paths and the status file's client.
-    public var name: String
+    package var name: String
     /// What `--version` prints.
-    public var version: String
+    package var version: String
     /// One line for the help's overview.
-    public var abstract: String
+    package var abstract: String
     /// Lines the daemon adds to `status` (after `last reload`), from its own keys in the status
     /// file (``RuntimeStatus/decode(_:)``); label and value, escaped and aligned by the library.
-    public var statusLines: @Sendable (RuntimeStatus) -> [(label: String, value: String)]
+    package var statusLines: @Sendable (RuntimeStatus) -> [(label: String, value: String)]
     /// What the daemon keeps in its state directory, for `--help` ("state.json, the heartbeat
     /// count"); `nil` for a daemon that keeps nothing there of its own. When set, `run` creates
     /// and locks the state directory even without a `PersistenceListener`.
-    public var stateContents: String?
+    package var stateContents: String?
     /// What `systemd-unit` prints the units from.
-    public var unit: SystemdUnit
+    package var unit: SystemdUnit
 
     /// A command line for the daemon `name`, whose configuration is of type `configuration`.
     public init(

@@ -2,7 +2,7 @@ import VigilLifecycle
 
 /// What `run` gives the closure that builds the daemon.
 public struct DaemonOptions: Sendable {
-    /// The daemon's name (``DaemonCommandLine/name``): its identifier.
+    /// The daemon's name (the `name:` given to ``DaemonCommandLine``): its identifier.
     public let name: String
     /// Its version.
     public let version: String
@@ -18,7 +18,7 @@ public struct DaemonOptions: Sendable {
     /// listener starts).
     public let runtimeDirectory: String
     /// `--reload-signal` (SIGHUP unless set); the library sets it on the daemon.
-    public let reloadSignal: ProcessSignal
+    package let reloadSignal: ProcessSignal
     /// Logging, bootstrapped for `name`: pass it to ``Daemon``.
     public let logging: DaemonLogging
     /// The runtime status file's writer: add the daemon's own keys with

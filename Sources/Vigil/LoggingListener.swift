@@ -1,7 +1,7 @@
 import Logging
 
 /// The standard logging listener: applies the configured log level at start and at every
-/// applied reload (the lifecycle entries themselves come from ``LifecycleLogger``).
+/// applied reload (the lifecycle entries themselves come from the lifecycle logger that `Daemon` adds).
 public struct LoggingListener<Configuration: ValidatedConfiguration>: Listener {
     /// `logging`.
     public let name = "logging"

@@ -26,26 +26,26 @@ import VigilPlatform
 /// name, then `uptimeSeconds`.
 public struct RuntimeStatus: Sendable, Equatable {
     /// The format this library writes and reads.
-    public static let formatVersion = 2
+    package static let formatVersion = 2
     /// The key that holds the daemon's own keys.
-    public static let daemonKey = "daemon"
+    package static let daemonKey = "daemon"
     /// The file's name in the runtime directory.
-    public static let fileName = "status.json"
+    package static let fileName = "status.json"
     /// The most a status file may hold.
-    public static let sizeLimit = 256 << 10
+    package static let sizeLimit = 256 << 10
 
     /// The outcome of the last reload.
-    public struct Reload: Codable, Sendable, Equatable {
+    package struct Reload: Codable, Sendable, Equatable {
         /// `applied` or `rejected`.
-        public var result: String
+        package var result: String
         /// Why it was rejected; `nil` when applied.
-        public var reason: String?
+        package var reason: String?
         /// `CLOCK_MONOTONIC` when the reload began, in µs: `reload` waits for a reload that
         /// began after its signal.
-        public var beganMonotonicUsec: UInt64
+        package var beganMonotonicUsec: UInt64
 
         /// An outcome; `reason` only for a rejection.
-        public init(result: String, reason: String?, beganMonotonicUsec: UInt64) {
+        package init(result: String, reason: String?, beganMonotonicUsec: UInt64) {
             self.result = result
             self.reason = reason
             self.beganMonotonicUsec = beganMonotonicUsec
@@ -56,23 +56,23 @@ public struct RuntimeStatus: Sendable, Equatable {
     public var pid: Int32
     /// The daemon's start time in clock ticks after boot; `nil` in files written before it was
     /// recorded (such a daemon cannot be reloaded by the client).
-    public var processStartTime: UInt64?
+    package var processStartTime: UInt64?
     /// `starting`, `running`, `stopping`, `stopped`, `failed`.
     public var state: String
     /// The configuration generation in force: 1 at start, one more per applied reload.
     public var generation: Int
     /// The last reload's outcome; `nil` before the first.
-    public var lastReload: Reload?
+    package var lastReload: Reload?
     /// `CLOCK_REALTIME` at start, in seconds since the epoch.
-    public var startedAt: Int64
+    package var startedAt: Int64
     /// `false` when the daemon's state showed that the previous run did not stop cleanly,
     /// `true` when it stopped cleanly, `nil` while unknown (see `ShutdownMarker`).
-    public var previousShutdownClean: Bool?
+    package var previousShutdownClean: Bool?
     /// The daemon's own keys, in the order it wrote them.
     package var daemonMembers: [JSONValue.Member] = []
 
     /// A status with no keys of the daemon's own.
-    public init(
+    package init(
         pid: Int32,
         processStartTime: UInt64?,
         state: String,
@@ -93,7 +93,7 @@ public struct RuntimeStatus: Sendable, Equatable {
     /// Seconds since start, as of now: from ``processStartTime`` on the boot-relative clock
     /// (`CLOCK_BOOTTIME`, which a step of the wall clock does not move), else from `startedAt`
     /// on the wall clock; never negative, and saturating (a forged value cannot overflow it).
-    public var uptimeSeconds: Int64 { uptimeSeconds(bootTimeTicks: Self.bootTimeTicks()) }
+    package var uptimeSeconds: Int64 { uptimeSeconds(bootTimeTicks: Self.bootTimeTicks()) }
 
     /// ``uptimeSeconds`` with the boot-relative clock given, in clock ticks (tests step it).
     package func uptimeSeconds(bootTimeTicks now: (ticks: UInt64, perSecond: UInt64)?) -> Int64 {
@@ -218,20 +218,20 @@ public struct RuntimeStatus: Sendable, Equatable {
 }
 
 /// A status file in a format this library does not read.
-public struct RuntimeStatusFormatError: Error, CustomStringConvertible {
+package struct RuntimeStatusFormatError: Error, CustomStringConvertible {
     /// The file's `formatVersion`.
-    public var found: Int
+    package var found: Int
     /// What is wrong in a file of a version this client reads; `nil` for a version it does not.
-    public var problem: String?
+    package var problem: String?
 
     /// A file in a version this client does not read, or (with `problem`) a malformed one.
-    public init(found: Int, problem: String? = nil) {
+    package init(found: Int, problem: String? = nil) {
         self.found = found
         self.problem = problem
     }
 
     /// What happened and what to do.
-    public var description: String {
+    package var description: String {
         if let problem { return "the status file (format version \(found)) is malformed: \(problem)" }
         return
             "the status file has format version \(found), this client reads versions 1 to \(RuntimeStatus.formatVersion): use the daemon's own client"

@@ -34,7 +34,7 @@ public final class RuntimeStatusWriter: LifecycleObserver {
     package let deferral: Duration
 
     /// A writer for this process, in state `starting`.
-    public convenience init() {
+    package convenience init() {
         self.init(deferral: .milliseconds(1))
     }
 
@@ -67,7 +67,7 @@ public final class RuntimeStatusWriter: LifecycleObserver {
     public func update() { write() }
 
     /// The status as last written (or as it would be).
-    public var current: RuntimeStatus { state.withLock { $0.status } }
+    package var current: RuntimeStatus { state.withLock { $0.status } }
 
     /// Records a lifecycle event in the status and rewrites the file: `deferral` later after
     /// a reload (or an event that changes none of the library's keys), else at once.

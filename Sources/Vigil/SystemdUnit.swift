@@ -16,37 +16,37 @@ import VigilPlatform
 /// `systemd/README.md` in Vigil's repository gives the reason for every directive.
 public struct SystemdUnit: Sendable, Hashable {
     /// `Description=`; `nil` takes the command line's abstract.
-    public var description: String?
+    package var description: String?
     /// `Documentation=` URIs (`man:jobs(8)`, `file:/usr/share/doc/jobs/README.md`), in order.
-    public var documentation: [String]
+    package var documentation: [String]
     /// `WatchdogSec=`, for a daemon whose listeners have health checks (`checkHealth`): systemd
     /// restarts it when the pings stop. `nil`: no watchdog.
-    public var watchdog: Duration?
+    package var watchdog: Duration?
     /// A socket the `.socket` unit creates lives in the runtime directory (`/run/NAME/…`): adds
     /// `RuntimeDirectoryPreserve=yes`, without which a stop deletes the socket file while the
     /// `.socket` unit still listens, and clients can no longer connect.
-    public var socketInRuntimeDirectory: Bool
+    package var socketInRuntimeDirectory: Bool
     /// The daemon spawns child processes that must outlive the stop signal until it has drained
     /// them: adds `KillMode=mixed` (SIGTERM to the main process only; SIGKILL to all at the end).
-    public var spawnsChildren: Bool
+    package var spawnsChildren: Bool
     /// How many descriptors the daemon keeps in systemd's store across restarts
     /// (`ListeningSocket.storeInServiceManager`): `FileDescriptorStoreMax=`; 0 adds nothing.
-    public var storedDescriptors: Int
+    package var storedDescriptors: Int
     /// `FileDescriptorName=` of the `.socket` unit (`systemd-unit --socket ADDRESS`): the name the
     /// daemon passes to `ListeningSocket(name:orBind:)`; `nil` takes the daemon's name.
-    public var socketName: String?
+    package var socketName: String?
     /// The daemon serves only on the socket its `.socket` unit passes (`NAME.socket`, printed by
     /// `systemd-unit --socket`): adds `Requires=NAME.socket` and `After=NAME.socket`, so that
     /// `systemctl start NAME` listens there first and the socket outlives every restart.
-    public var requiresSocketUnit: Bool
+    package var requiresSocketUnit: Bool
     /// The daemon also listens on a loopback TCP port it binds itself: instead of
     /// `PrivateNetwork=yes` (a network namespace whose loopback no client can reach), the host's
     /// network with `RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6` and
     /// `IPAddressAllow=localhost` beside `IPAddressDeny=any`.
-    public var loopbackNetwork: Bool
+    package var loopbackNetwork: Bool
     /// The credentials the daemon reads with `Credentials` (VigilSystemd): one
     /// `LoadCredential=`, `LoadCredentialEncrypted=` or `SetCredential=` line each, in order.
-    public var credentials: [Credential]
+    package var credentials: [Credential]
 
     /// A unit with the given declarations; every one is off by default.
     public init(

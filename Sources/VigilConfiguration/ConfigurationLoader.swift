@@ -7,19 +7,19 @@ import VigilPlatform
 /// ``ConfigurationError`` naming the file, the key path, the line and column, and the reason:
 /// unreadable file, empty file, syntax error, wrong top-level type, wrong value type, unknown
 /// key (with "did you mean"), invalid value.
-public struct ConfigurationLoader<Configuration: ValidatedConfiguration>: Sendable {
+package struct ConfigurationLoader<Configuration: ValidatedConfiguration>: Sendable {
     /// Creates a loader.
-    public init() {}
+    package init() {}
 
     /// Loads `path`: a regular file (a symbolic link to one is fine) of at most
     /// `FileSystem.configurationLimit` bytes. A FIFO, socket, device or directory is refused
     /// without blocking, naming its kind; so is a file that cannot be read, with the OS's reason.
-    public func load(path: String) throws(ConfigurationError) -> Configuration {
+    package func load(path: String) throws(ConfigurationError) -> Configuration {
         try decode(try read(path: path), file: path)
     }
 
     /// The bytes of `path`, refused as ``load(path:)`` refuses them (the reading half of it).
-    public func read(path: String) throws(ConfigurationError) -> [UInt8] {
+    package func read(path: String) throws(ConfigurationError) -> [UInt8] {
         do {
             return try FileSystem.read(path, limit: FileSystem.configurationLimit)
         } catch {
@@ -32,7 +32,7 @@ public struct ConfigurationLoader<Configuration: ValidatedConfiguration>: Sendab
     }
 
     /// Decodes configuration text; `file` names it in errors.
-    public func decode(_ bytes: [UInt8], file: String) throws(ConfigurationError) -> Configuration {
+    package func decode(_ bytes: [UInt8], file: String) throws(ConfigurationError) -> Configuration {
         let root = try ConfigurationText.parse(bytes, file: file)
         let configuration: Configuration
         do {

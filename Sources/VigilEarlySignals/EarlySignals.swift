@@ -57,7 +57,7 @@ public enum EarlySignals {
 
     /// `CLOCK_MONOTONIC` in ns when the signals were blocked, or `nil` if the preinit function
     /// did not run (this product is not linked into the executable).
-    public static var blockedAt: UInt64? {
+    package static var blockedAt: UInt64? {
         let time = cvigil_early_signals_blocked_at()
         return time == 0 ? nil : time
     }

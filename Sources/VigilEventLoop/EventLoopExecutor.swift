@@ -172,7 +172,7 @@ public enum EventLoopExecutor {
     /// signals blocked when the loop started (all of them under `VigilEarlySignals`), which
     /// would otherwise stay queued, each charged to a user's `RLIMIT_SIGPENDING`, for as
     /// long as the process lives. 0 without the loop.
-    public static var discardedSignals: UInt64 { cvigil_loop_discarded_signals() }
+    package static var discardedSignals: UInt64 { cvigil_loop_discarded_signals() }
 
     /// Opens `/dev/null` on each of descriptors 0, 1 and 2 that is closed, so that no descriptor
     /// opened later becomes stdin, stdout or stderr and takes the log lines. The loop does it
@@ -181,7 +181,7 @@ public enum EventLoopExecutor {
     package static func openMissingStandardDescriptors() { cvigil_loop_open_standard_descriptors() }
 
     /// True in a process whose executor is the event loop.
-    public static var isInstalled: Bool { cvigil_loop_installed() }
+    package static var isInstalled: Bool { cvigil_loop_installed() }
 
     /// Suspends for `duration`; throws `CancellationError` at once when the task is cancelled.
     ///

@@ -2,9 +2,9 @@ import VigilPlatform
 
 /// `CLOCK_MONOTONIC`, the clock systemd's `MONOTONIC_USEC=` and `EXTEND_TIMEOUT_USEC=` use, and
 /// the clock of the event loop's timers: the one reader of it for Swift code in Vigil.
-public enum MonotonicClock {
+package enum MonotonicClock {
     /// Now, in nanoseconds. The corresponding C function is `clock_gettime(CLOCK_MONOTONIC)`.
-    public static func nanoseconds() -> UInt64 {
+    package static func nanoseconds() -> UInt64 {
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
         // The kernel's clock is never negative and fits 584 years of nanoseconds.
@@ -12,7 +12,7 @@ public enum MonotonicClock {
     }
 
     /// Now, in microseconds.
-    public static func microseconds() -> UInt64 {
+    package static func microseconds() -> UInt64 {
         nanoseconds() / 1_000
     }
 }

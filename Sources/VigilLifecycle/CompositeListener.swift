@@ -4,17 +4,17 @@
 /// dependencies on listeners outside the composite become the composite's own. The composite
 /// starts, reloads and hears user signals in that order and terminates in reverse. A member
 /// that fails fails the composite, named as `composite/member`.
-public struct CompositeListener: Listener {
-    public let name: String
-    public let dependencies: [String]
-    public let budgets: ListenerBudgets?
+package struct CompositeListener: Listener {
+    package let name: String
+    package let dependencies: [String]
+    package let budgets: ListenerBudgets?
     /// The members, in order.
-    public let members: [any Listener]
+    package let members: [any Listener]
 
     /// Groups `members` under `name`.
     ///
     /// - Throws: ``ListenerGroupError`` for duplicate names or a cycle among the members.
-    public init(
+    package init(
         name: String,
         dependencies: [String] = [],
         budgets: ListenerBudgets? = nil,
@@ -43,11 +43,11 @@ public struct CompositeListener: Listener {
         }
     }
 
-    public func start(context: ListenerContext) async throws {
+    package func start(context: ListenerContext) async throws {
         for member in members { try await named(member) { try await member.start(context: context) } }
     }
 
-    public func prepareReload(_ reload: ReloadTransaction, context: ListenerContext) async throws -> ReloadDecision {
+    package func prepareReload(_ reload: ReloadTransaction, context: ListenerContext) async throws -> ReloadDecision {
         for member in members {
             let decision = try await named(member) { try await member.prepareReload(reload, context: context) }
             if case .reject(let reason) = decision { return .reject(reason: "\(member.name): \(reason)") }
@@ -55,19 +55,19 @@ public struct CompositeListener: Listener {
         return .accept
     }
 
-    public func commitReload(_ reload: ReloadTransaction, context: ListenerContext) async throws {
+    package func commitReload(_ reload: ReloadTransaction, context: ListenerContext) async throws {
         for member in members { try await named(member) { try await member.commitReload(reload, context: context) } }
     }
 
-    public func abortReload(_ reload: ReloadTransaction, context: ListenerContext) async {
+    package func abortReload(_ reload: ReloadTransaction, context: ListenerContext) async {
         for member in members.reversed() { await member.abortReload(reload, context: context) }
     }
 
-    public func userSignal(_ signal: ProcessSignal, context: ListenerContext) async throws {
+    package func userSignal(_ signal: ProcessSignal, context: ListenerContext) async throws {
         for member in members { try await named(member) { try await member.userSignal(signal, context: context) } }
     }
 
-    public func terminate(reason: TerminationReason, context: ListenerContext) async throws {
+    package func terminate(reason: TerminationReason, context: ListenerContext) async throws {
         var firstError: (any Error)?
         for member in members.reversed() {
             do {
@@ -79,7 +79,7 @@ public struct CompositeListener: Listener {
         if let firstError { throw firstError }
     }
 
-    public func checkHealth(context: ListenerContext) async throws {
+    package func checkHealth(context: ListenerContext) async throws {
         for member in members { try await named(member) { try await member.checkHealth(context: context) } }
     }
 

@@ -7,7 +7,7 @@
 ///
 /// An open set, modelled on `UnixSignal`: a struct around a private enum, so new events can be
 /// added without breaking `switch`es in daemon code.
-public struct LifecycleEvent: Hashable, Sendable, CustomStringConvertible {
+package struct LifecycleEvent: Hashable, Sendable, CustomStringConvertible {
     /// Internal so the mediator's loop can switch over it; the public surface stays the statics.
     enum Wrapped: Hashable, Sendable {
         case start
@@ -24,22 +24,22 @@ public struct LifecycleEvent: Hashable, Sendable, CustomStringConvertible {
 
     /// The daemon is starting: start-up commands run, then listeners start in dependency order.
     /// Always the first event (unless a stop request came first); it cannot be requested.
-    public static let start = Self(.start)
+    package static let start = Self(.start)
     /// Reload the configuration (`SIGHUP` by default): two-phase, prepare then commit or abort.
-    public static let reload = Self(.reload)
+    package static let reload = Self(.reload)
     /// A user signal arrived (`SIGUSR1` by default; `SIGUSR2` can be mapped too).
-    public static func userSignal(_ signal: ProcessSignal) -> Self { Self(.userSignal(signal)) }
+    package static func userSignal(_ signal: ProcessSignal) -> Self { Self(.userSignal(signal)) }
     /// Stop: listeners stop in reverse dependency order.
-    public static func terminate(_ reason: TerminationReason) -> Self { Self(.terminate(reason)) }
+    package static func terminate(_ reason: TerminationReason) -> Self { Self(.terminate(reason)) }
     /// The watchdog's probe: a round trip through the mediator that proves it is not wedged.
-    public static let healthProbe = Self(.healthProbe)
+    package static let healthProbe = Self(.healthProbe)
     /// The service manager reports memory pressure (`$MEMORY_PRESSURE_WATCH`): release what can
     /// be rebuilt (caches, idle buffers). At most one per ``ListenerGroup/Configuration/memoryPressureInterval``.
-    public static let memoryPressure = Self(.memoryPressure)
+    package static let memoryPressure = Self(.memoryPressure)
 
     /// A short lower-case name for logs and journal fields: `start`, `reload`, `user-signal`,
     /// `terminate`, `health-probe`, `memory-pressure`.
-    public var name: String {
+    package var name: String {
         switch wrapped {
         case .start: "start"
         case .reload: "reload"
@@ -50,7 +50,7 @@ public struct LifecycleEvent: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    public var description: String {
+    package var description: String {
         switch wrapped {
         case .start, .reload, .healthProbe, .memoryPressure: name
         case .userSignal(let signal): "user-signal(\(signal))"

@@ -5,17 +5,17 @@
 /// under `TimeoutStopSec=`, and the reload and health budgets under half of `WatchdogSec=`.
 public struct ListenerBudgets: Sendable, Hashable {
     /// Start-up commands and `start`.
-    public var start: Duration
+    package var start: Duration
     /// Each reload phase (prepare, commit, abort).
-    public var reload: Duration
+    package var reload: Duration
     /// `userSignal`.
-    public var userSignal: Duration
+    package var userSignal: Duration
     /// `terminate`.
-    public var terminate: Duration
+    package var terminate: Duration
     /// `checkHealth`, the watchdog's probe.
-    public var health: Duration
+    package var health: Duration
     /// `memoryPressure`.
-    public var memoryPressure: Duration
+    package var memoryPressure: Duration
 
     /// Creates budgets; the defaults suit a unit with the default 90 s timeouts.
     public init(

@@ -32,7 +32,7 @@ public final class ListenerContext: Sendable {
     /// with the health budget capped at ``ListenerGroup/Configuration/maximumHealthBudget``.
     /// A listener that must finish its work before its budget runs out (``ServiceListener``
     /// cancels its part shortly before) reads its budget here.
-    public func budgets(for listener: String) -> ListenerBudgets {
+    package func budgets(for listener: String) -> ListenerBudgets {
         budgetsByListener[listener] ?? defaultBudgets
     }
 

@@ -64,7 +64,7 @@ extension ListenerGroup {
             } catch {
                 logger.error(
                     "Could not notify the service manager: \(error). It may consider the daemon hung.",
-                    metadata: ["vigil-notify": "\(NotifyMessage.datagram(messages))"]
+                    metadata: ["vigil-notify": "\(messages.map(\.description).joined(separator: ", "))"]
                 )
             }
         }

@@ -40,36 +40,63 @@ public final class ListenerGroup: Service {
     /// How a group runs.
     public struct Configuration: Sendable {
         /// Which signals the group owns and what each one means.
-        public var signals: SignalMap
+        package var signals: SignalMap
         /// Default budgets for listeners that declare none.
-        public var budgets: ListenerBudgets
+        package var budgets: ListenerBudgets
         /// Where readiness, reloads, stops and status go (`SystemdNotifier` under systemd).
-        public var notifier: any ServiceManagerNotifier
+        package var notifier: any ServiceManagerNotifier
         /// Who hears each ``LifecycleRecord`` (the logging listener, a status file, tests).
-        public var observers: [any LifecycleObserver]
+        package var observers: [any LifecycleObserver]
         /// The logger for the group's own messages, also handed to listeners.
-        public var logger: Logger
+        package var logger: Logger
         /// The values listeners share; pass a store to seed it.
-        public var values: ValueStore
+        package var values: ValueStore
         /// After this long, a start or stop step tells the service manager it needs more time.
-        public var extendTimeoutAfter: Duration
+        package var extendTimeoutAfter: Duration
         /// Where `LifecycleMetrics` go: swift-metrics' bootstrapped factory unless given (so
         /// bootstrap a backend before building the configuration).
-        public var metrics: any MetricsFactory
+        package var metrics: any MetricsFactory
         /// A ceiling on every listener's health budget, or `nil` for none. Under a watchdog it
         /// is the probe's timeout: a health check allowed to run longer than the probe waits
         /// would only ever be reported as a missed ping. ``ListenerGroup/healthBudgetsOverLimit``
         /// names the listeners it shortens.
-        public var maximumHealthBudget: Duration?
+        package var maximumHealthBudget: Duration?
         /// The shortest time between two memory-pressure events: reports that come sooner (a
         /// PSI trigger fires at most once per window, but a FIFO can be written to at any rate)
         /// are dropped and counted in the next event's record. 1 s unless set.
-        public var memoryPressureInterval: Duration = .seconds(1)
+        package var memoryPressureInterval: Duration = .seconds(1)
 
         /// Creates a configuration with systemd's default signal map and default budgets.
+        ///
+        /// A group built from it reports to no service manager: ``Daemon`` (in `Vigil`) gives
+        /// its group `SystemdNotifier`.
         public init(
             logger: Logger,
-            notifier: any ServiceManagerNotifier = NoServiceManager(),
+            signals: SignalMap = .default,
+            budgets: ListenerBudgets = ListenerBudgets(),
+            observers: [any LifecycleObserver] = [],
+            values: ValueStore = ValueStore(),
+            extendTimeoutAfter: Duration = .seconds(1),
+            metrics: any MetricsFactory = MetricsSystem.factory,
+            maximumHealthBudget: Duration? = nil
+        ) {
+            self.init(
+                logger: logger,
+                notifier: NoServiceManager(),
+                signals: signals,
+                budgets: budgets,
+                observers: observers,
+                values: values,
+                extendTimeoutAfter: extendTimeoutAfter,
+                metrics: metrics,
+                maximumHealthBudget: maximumHealthBudget
+            )
+        }
+
+        /// Creates a configuration that reports to `notifier`.
+        package init(
+            logger: Logger,
+            notifier: any ServiceManagerNotifier,
             signals: SignalMap = .default,
             budgets: ListenerBudgets = ListenerBudgets(),
             observers: [any LifecycleObserver] = [],
@@ -94,7 +121,7 @@ public final class ListenerGroup: Service {
     public let context: ListenerContext
 
     /// The listeners in the order they start (dependencies first).
-    public let listeners: [any Listener]
+    package let listeners: [any Listener]
 
     private let commands: [any StartupCommand]
     private let configuration: Configuration
@@ -110,7 +137,7 @@ public final class ListenerGroup: Service {
 
     /// The listeners whose health budget exceeds ``Configuration/maximumHealthBudget`` and is
     /// cut to it, with the budget each asked for; empty without a ceiling.
-    public let healthBudgetsOverLimit: [(listener: String, health: Duration)]
+    package let healthBudgetsOverLimit: [(listener: String, health: Duration)]
 
     /// Builds a group, checking that every dependency exists and that there is no cycle.
     ///
@@ -188,7 +215,7 @@ public final class ListenerGroup: Service {
     /// Reports memory pressure: a ``LifecycleEvent/memoryPressure`` event for every listener,
     /// unless one was let through less than ``Configuration/memoryPressureInterval`` ago (then
     /// it is dropped and counted). Requests while one waits collapse into it. Any thread.
-    public func requestMemoryPressure() {
+    package func requestMemoryPressure() {
         let now = ContinuousClock.now
         let interval = configuration.memoryPressureInterval
         let accepted = pressure.withLock { pressure -> Bool in
@@ -207,16 +234,16 @@ public final class ListenerGroup: Service {
     public func requestTermination(_ reason: TerminationReason) { core.request(.terminate(reason)) }
 
     /// `true` once a stop was requested (by a signal, code, or the service group).
-    public var terminationRequested: Bool { core.terminationRequested }
+    package var terminationRequested: Bool { core.terminationRequested }
 
     /// `true` once the group is stopping (it sent `STOPPING=1`, or start-up failed) or stopped.
-    public var isStopping: Bool { core.isStopping }
+    package var isStopping: Bool { core.isStopping }
 
     /// Makes a round trip through the mediator and every listener's ``Listener/checkHealth(context:)``.
     ///
     /// - Returns: `true` when the mediator answered within `timeout` and every listener was
     ///   healthy; `false` when it is wedged, a listener is unhealthy, or the daemon is stopping.
-    public func probeHealth(timeout: Duration) async -> Bool {
+    package func probeHealth(timeout: Duration) async -> Bool {
         let answer = Mutex<CheckedContinuation<Bool, Never>?>(nil)
         let resume: @Sendable (Bool) -> Void = { healthy in
             answer.withLock { $0.take() }?.resume(returning: healthy)
@@ -632,7 +659,7 @@ public final class ListenerGroup: Service {
 }
 
 /// An error that carries an errno-style code for the service manager's `ERRNO=`.
-public protocol ErrnoRepresentable: Error {
+package protocol ErrnoRepresentable: Error {
     /// The errno value, e.g. `ENOENT`.
     var errno: Int32 { get }
 }

@@ -35,9 +35,9 @@ public struct ListenerGroupError: Error, Hashable, CustomStringConvertible {
     /// The listener or step at fault, when there is one.
     public let listener: String?
     /// Where the error was raised.
-    public let file: String
+    package let file: String
     /// Where the error was raised.
-    public let line: Int
+    package let line: Int
 
     init(_ code: Code, _ message: String, listener: String? = nil, file: String = #fileID, line: Int = #line) {
         self.code = code

@@ -1,10 +1,10 @@
-/// One assignment the daemon reports to its service manager, as sd_notify(3) spells it.
+/// One thing the mediator reports to its service manager, through ``ServiceManagerNotifier``.
 ///
-/// An open set, like `UnixSignal`. `description` is the exact text that goes on the wire; a
-/// message may span several lines when systemd needs them in the same datagram
-/// (``reloading(monotonicMicroseconds:)``).
-public struct NotifyMessage: Hashable, Sendable, CustomStringConvertible {
-    private enum Wrapped: Hashable, Sendable {
+/// The lifecycle names what happened; the notifier spells it. VigilSystemd, which imports this
+/// seam, spells it as sd_notify(3) does (`READY=1`, `RELOADING=1`) and keeps each datagram under
+/// systemd's limit.
+package struct NotifyMessage: Hashable, Sendable, CustomStringConvertible {
+    package enum Kind: Hashable, Sendable {
         case ready
         case reloading(UInt64)
         case stopping
@@ -15,165 +15,47 @@ public struct NotifyMessage: Hashable, Sendable, CustomStringConvertible {
         case watchdogTrigger
     }
 
-    private let wrapped: Wrapped
+    package let kind: Kind
 
-    private init(_ wrapped: Wrapped) { self.wrapped = wrapped }
+    private init(_ kind: Kind) { self.kind = kind }
 
     /// `READY=1`: start-up finished, or a reload finished (applied or rejected).
-    public static let ready = Self(.ready)
+    package static let ready = Self(.ready)
     /// `RELOADING=1` and `MONOTONIC_USEC=` together, as `Type=notify-reload` requires.
     ///
     /// - Parameter monotonicMicroseconds: `CLOCK_MONOTONIC` when the reload began, in µs.
-    public static func reloading(monotonicMicroseconds: UInt64) -> Self { Self(.reloading(monotonicMicroseconds)) }
+    package static func reloading(monotonicMicroseconds: UInt64) -> Self { Self(.reloading(monotonicMicroseconds)) }
     /// `STOPPING=1`: the daemon began to shut down.
-    public static let stopping = Self(.stopping)
+    package static let stopping = Self(.stopping)
     /// `STATUS=`: one human line, shown by `systemctl status`.
     ///
-    /// The text is made safe for the wire: line breaks and tabs become spaces, other control
-    /// characters are escaped (`\x1B`, `\u{85}`), and the result is cut to
-    /// ``maximumStatusBytes`` on a character boundary, ending in `…`. So no reason, however long
-    /// or hostile, can push a datagram over systemd's limit.
-    public static func status(_ text: String) -> Self { Self(.status(boundedStatus(text))) }
+    /// The text as given: the notifier makes it safe for its wire (VigilSystemd escapes it and
+    /// bounds it to systemd's limit).
+    package static func status(_ text: String) -> Self { Self(.status(text)) }
     /// `ERRNO=`: the errno-style code of a failure.
-    public static func errno(_ code: Int32) -> Self { Self(.errno(code)) }
+    package static func errno(_ code: Int32) -> Self { Self(.errno(code)) }
     /// `EXTEND_TIMEOUT_USEC=`: a slow but healthy step needs this much more time.
-    public static func extendTimeout(microseconds: UInt64) -> Self { Self(.extendTimeout(microseconds)) }
+    package static func extendTimeout(microseconds: UInt64) -> Self { Self(.extendTimeout(microseconds)) }
     /// `WATCHDOG=1`: the daemon is healthy.
-    public static let watchdog = Self(.watchdog)
+    package static let watchdog = Self(.watchdog)
     /// `WATCHDOG=trigger`: the daemon declares itself failed; systemd acts as on a watchdog timeout.
-    public static let watchdogTrigger = Self(.watchdogTrigger)
+    package static let watchdogTrigger = Self(.watchdogTrigger)
 
     /// `true` for `READY=1`.
-    public var isReady: Bool { wrapped == .ready }
+    package var isReady: Bool { kind == .ready }
 
-    /// The wire text, e.g. `READY=1` or `RELOADING=1\nMONOTONIC_USEC=123`.
-    public var description: String {
-        switch wrapped {
-        case .ready: "READY=1"
-        case .reloading(let usec): "RELOADING=1\nMONOTONIC_USEC=\(usec)"
-        case .stopping: "STOPPING=1"
-        // Made safe by `status(_:)` (boundedStatus), the only way to make one.
-        case .status(let text): "STATUS=" + text
-        case .errno(let code): "ERRNO=\(code)"
-        case .extendTimeout(let usec): "EXTEND_TIMEOUT_USEC=\(usec)"
-        case .watchdog: "WATCHDOG=1"
-        case .watchdogTrigger: "WATCHDOG=trigger"
-        }
-    }
-
-    /// The datagram for several messages: their texts joined by newlines.
-    ///
-    /// Use ``datagrams(_:)`` to send: it keeps each datagram under systemd's limit.
-    public static func datagram(_ messages: [NotifyMessage]) -> String {
-        messages.map(\.description).joined(separator: "\n")
-    }
-
-    /// The most bytes systemd reads from one notify datagram (`NOTIFY_BUFFER_MAX`, 4096).
-    ///
-    /// systemd drops a larger datagram whole ("Received notify message exceeded maximum size.
-    /// Ignoring."), `READY=1` included, and a waiting `systemctl reload` then hangs.
-    public static let maximumDatagramBytes = 4096
-
-    /// The most bytes of `STATUS=` text, after escaping, ellipsis included.
-    public static let maximumStatusBytes = 1024
-
-    /// The most bytes any one message takes on the wire: `STATUS=` and the bounded text.
-    /// Every other message is a few dozen bytes at most.
-    public static let maximumMessageBytes = "STATUS=".utf8.count + maximumStatusBytes
-
-    /// `messages` packed in order into as few datagrams as fit ``maximumDatagramBytes`` each.
-    ///
-    /// Every message is at most ``maximumMessageBytes``, well under the limit, so by
-    /// construction no datagram systemd would drop is ever built; messages that belong together
-    /// (`RELOADING=1` with `MONOTONIC_USEC=`) are one message and never split. In practice the
-    /// mediator's messages always fit in one datagram.
-    public static func datagrams(_ messages: [NotifyMessage]) -> [String] {
-        var result: [String] = []
-        var current = ""
-        for message in messages {
-            let text = message.description
-            if current.isEmpty {
-                current = text
-            } else if current.utf8.count + 1 + text.utf8.count <= maximumDatagramBytes {
-                current += "\n" + text
-            } else {
-                result.append(current)
-                current = text
-            }
-        }
-        if !current.isEmpty { result.append(current) }
-        return result
-    }
-
-    /// `text` as one safe line of at most ``maximumStatusBytes`` bytes (see ``status(_:)``).
-    static func boundedStatus(_ text: String) -> String {
-        // Most status lines are short and hold no control character: nothing to replace,
-        // escape or cut.
-        if text.utf8.count <= maximumStatusBytes && !containsControl(text.utf8) { return text }
-        let ellipsis = "…"
-        let limit = maximumStatusBytes
-        var result = ""
-        var size = 0
-        var characters = text.makeIterator()
-        while let character = characters.next() {
-            let piece = safe(character)
-            let pieceSize = piece.utf8.count
-            if size + pieceSize > limit {
-                // Cut here, leaving room for the ellipsis: drop characters from the end.
-                while size + ellipsis.utf8.count > limit, let last = result.popLast() {
-                    size -= String(last).utf8.count
-                }
-                return result + ellipsis
-            }
-            result += piece
-            size += pieceSize
-        }
-        return result
-    }
-
-    /// A character as it may appear in `STATUS=`: line breaks and tabs as a space, control
-    /// characters escaped, everything else as it is.
-    private static func safe(_ character: Character) -> String {
-        if character.isNewline || character == "\t" { return " " }
-        guard character.unicodeScalars.contains(where: isControl) else { return String(character) }
-        var escaped = ""
-        for scalar in character.unicodeScalars {
-            if !isControl(scalar) {
-                escaped.unicodeScalars.append(scalar)
-            } else if scalar.value < 0x80 {
-                let hex = String(scalar.value, radix: 16, uppercase: true)
-                escaped += "\\x" + (hex.count < 2 ? "0" + hex : hex)
-            } else {
-                escaped += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
-            }
-        }
-        return escaped
-    }
-
-    /// Whether the UTF-8 of a string holds one of the scalars ``isControl(_:)`` names: a C0
-    /// control or DEL (one byte), a C1 control (`C2 80` … `C2 9F`), U+2028 to U+202E (`E2 80 A8`
-    /// … `E2 80 AE`: the separators, embeddings and overrides) or U+2066 to U+2069 (`E2 81 A6`
-    /// … `E2 81 A9`: the isolates). Byte by byte, without decoding scalars.
-    package static func containsControl(_ utf8: String.UTF8View) -> Bool {
-        var previous: UInt8 = 0
-        var beforePrevious: UInt8 = 0
-        for byte in utf8 {
-            if byte < 0x20 || byte == 0x7F { return true }
-            if previous == 0xC2 && byte >= 0x80 && byte <= 0x9F { return true }
-            if beforePrevious == 0xE2 && previous == 0x80 && (0xA8...0xAE).contains(byte) { return true }
-            if beforePrevious == 0xE2 && previous == 0x81 && (0xA6...0xA9).contains(byte) { return true }
-            beforePrevious = previous
-            previous = byte
-        }
-        return false
-    }
-
-    /// C0 and C1 controls, DEL, the Unicode line and paragraph separators, and the
-    /// bidirectional embeddings, overrides and isolates (U+202A–E, U+2066–9).
-    private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
-        switch scalar.value {
-        case 0x2028...0x202E, 0x2066...0x2069: true
-        default: scalar.properties.generalCategory == .control
+    /// What the message says, for a log line: `ready`, `status: …` (the notifier's wire
+    /// spelling is its own).
+    package var description: String {
+        switch kind {
+        case .ready: "ready"
+        case .reloading(let usec): "reloading (monotonic \(usec) µs)"
+        case .stopping: "stopping"
+        case .status(let text): "status: " + text
+        case .errno(let code): "errno \(code)"
+        case .extendTimeout(let usec): "extend timeout by \(usec) µs"
+        case .watchdog: "watchdog"
+        case .watchdogTrigger: "watchdog trigger"
         }
     }
 }

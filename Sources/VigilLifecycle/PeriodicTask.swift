@@ -41,7 +41,7 @@ public final class PeriodicTask: Sendable {
     public init() {}
 
     /// The interval in force; zero when stopped.
-    public var interval: Duration { state.withLock { $0.interval } }
+    package var interval: Duration { state.withLock { $0.interval } }
 
     /// Starts ticking every `interval` with `action`, or changes the interval of a running
     /// schedule while keeping its action (pass `action` as `nil`).

@@ -27,9 +27,9 @@ public struct ProcessSignal: Hashable, Sendable, CustomStringConvertible {
     /// User-defined signal 2.
     public static let sigusr2 = Self(rawValue: SIGUSR2)
     /// Quit: Ctrl-\ on a terminal.
-    public static let sigquit = Self(rawValue: SIGQUIT)
+    package static let sigquit = Self(rawValue: SIGQUIT)
     /// Alarm clock; handy for in-process tests.
-    public static let sigalrm = Self(rawValue: SIGALRM)
+    package static let sigalrm = Self(rawValue: SIGALRM)
 
     /// The real-time signal `SIGRTMIN+offset`.
     ///
@@ -72,7 +72,7 @@ public struct ProcessSignal: Hashable, Sendable, CustomStringConvertible {
     /// signals. Returns `nil` for anything else: `SIGKILL` and `SIGSTOP` (which no daemon can
     /// handle) by name or number (`9`, `19`), and the numbers between the standard and the
     /// real-time signals that the C library keeps for itself (`32`, `33`).
-    public init?(name: String) {
+    package init?(name: String) {
         var text = name.uppercased()
         if let number = Int32(text) {
             let named = Self.names.contains { $0.1 == number }

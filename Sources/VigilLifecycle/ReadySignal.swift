@@ -57,7 +57,7 @@ public final class ReadySignal: Sendable {
     }
 
     /// `true` once the part said it is ready.
-    public var isReady: Bool {
+    package var isReady: Bool {
         state.withLock { state in
             if case .ready = state.outcome { return true }
             return false

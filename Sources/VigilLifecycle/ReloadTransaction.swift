@@ -21,7 +21,7 @@ public final class ReloadTransaction: Sendable {
         /// The reason, in words an admin can act on.
         public var reason: String
 
-        public init(listener: String, reason: String) {
+        package init(listener: String, reason: String) {
             self.listener = listener
             self.reason = reason
         }
@@ -30,12 +30,12 @@ public final class ReloadTransaction: Sendable {
     }
 
     /// Creates a transaction for the given generation (the mediator makes these).
-    public init(generation: Int) {
+    package init(generation: Int) {
         self.generation = generation
     }
 
     /// The first rejection, once a listener has rejected; `nil` while the reload can still apply.
-    public internal(set) var rejection: Rejection? {
+    package internal(set) var rejection: Rejection? {
         get { rejectionStorage.withLock { $0 } }
         set { rejectionStorage.withLock { $0 = newValue } }
     }

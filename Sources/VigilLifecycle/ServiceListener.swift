@@ -298,32 +298,32 @@ public final class ServiceListener: Listener {
 }
 
 /// Why a ``ServiceListener``'s part failed.
-public struct ServiceListenerError: Error, Hashable, CustomStringConvertible {
+package struct ServiceListenerError: Error, Hashable, CustomStringConvertible {
     /// What went wrong, as an opaque code to compare against.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
+    package struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Wrapped: Hashable, Sendable { case endedBeforeReady, endedWhileRunning, cancelled }
         private let wrapped: Wrapped
         private init(_ wrapped: Wrapped) { self.wrapped = wrapped }
 
         /// The part returned before it called its ``ReadySignal``.
-        public static let endedBeforeReady = Self(.endedBeforeReady)
+        package static let endedBeforeReady = Self(.endedBeforeReady)
         /// The part returned or threw while the daemon was running.
-        public static let endedWhileRunning = Self(.endedWhileRunning)
+        package static let endedWhileRunning = Self(.endedWhileRunning)
         /// The part did not end within its graceful-shutdown time and was cancelled.
-        public static let cancelled = Self(.cancelled)
+        package static let cancelled = Self(.cancelled)
 
-        public var description: String { String(describing: wrapped) }
+        package var description: String { String(describing: wrapped) }
     }
 
     /// The kind of failure.
-    public let code: Code
+    package let code: Code
     /// What happened, completing "'<listener>' …".
-    public let message: String
+    package let message: String
 
     init(_ code: Code, _ message: String) {
         self.code = code
         self.message = message
     }
 
-    public var description: String { message }
+    package var description: String { message }
 }

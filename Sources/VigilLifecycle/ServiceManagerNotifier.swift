@@ -3,7 +3,7 @@
 /// One requirement: send these messages in one datagram. `VigilSystemd` implements it with
 /// `sd_notify(3)`; `VigilTesting` ships a recording one. The lifecycle core knows nothing else
 /// about systemd.
-public protocol ServiceManagerNotifier: Sendable {
+package protocol ServiceManagerNotifier: Sendable {
     /// Sends `messages` together, in one notification.
     ///
     /// Not being under a service manager is not an error (send nothing); a failed send is.
@@ -19,13 +19,13 @@ public protocol ServiceManagerNotifier: Sendable {
 
 extension ServiceManagerNotifier {
     /// Waits for nothing: a notifier whose sends arrive when they return needs no barrier.
-    public func synchronize(timeout: Duration) throws -> Bool { true }
+    package func synchronize(timeout: Duration) throws -> Bool { true }
 }
 
 /// A notifier for daemons that run without a service manager: it sends nothing.
-public struct NoServiceManager: ServiceManagerNotifier {
+package struct NoServiceManager: ServiceManagerNotifier {
     /// Creates the notifier.
-    public init() {}
+    package init() {}
 
-    public func notify(_ messages: [NotifyMessage]) throws {}
+    package func notify(_ messages: [NotifyMessage]) throws {}
 }

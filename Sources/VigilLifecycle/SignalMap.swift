@@ -22,7 +22,7 @@ public struct SignalMap: Sendable, Hashable {
     }
 
     /// The mapping, one entry per owned signal.
-    public private(set) var actions: [ProcessSignal: Action]
+    package private(set) var actions: [ProcessSignal: Action]
 
     /// An empty map: the daemon owns no signals.
     public init() { self.actions = [:] }
@@ -47,7 +47,7 @@ public struct SignalMap: Sendable, Hashable {
 
     /// The one signal that reloads. Setting it moves the reload mapping to the new signal
     /// (systemd's `ReloadSignal=`).
-    public var reloadSignal: ProcessSignal? {
+    package var reloadSignal: ProcessSignal? {
         get { actions.first(where: { $0.value == .reload })?.key }
         set {
             for (signal, action) in actions where action == .reload { actions[signal] = nil }
@@ -56,7 +56,7 @@ public struct SignalMap: Sendable, Hashable {
     }
 
     /// The event a delivery of `signal` stands for, or `nil` when the daemon does not own it.
-    public func event(for signal: ProcessSignal) -> LifecycleEvent? {
+    package func event(for signal: ProcessSignal) -> LifecycleEvent? {
         switch actions[signal] {
         case .reload: .reload
         case .terminate: .terminate(.signal(signal))
@@ -66,5 +66,5 @@ public struct SignalMap: Sendable, Hashable {
     }
 
     /// The signals the daemon owns, in number order.
-    public var signals: [ProcessSignal] { actions.keys.sorted { $0.rawValue < $1.rawValue } }
+    package var signals: [ProcessSignal] { actions.keys.sorted { $0.rawValue < $1.rawValue } }
 }

@@ -62,7 +62,7 @@ public struct ChildProcess: Sendable, Hashable {
 
     /// The variables of the service manager's protocols with the daemon, left out of a child's
     /// environment unless asked.
-    public static let serviceManagerVariables: Set<String> = [
+    package static let serviceManagerVariables: Set<String> = [
         "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES",
     ]
 

@@ -43,7 +43,7 @@ public struct SystemError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The OS's words for an errno value, e.g. "Permission denied"; for `EMFILE` also what to do
     /// ("Too many open files (EMFILE): raise LimitNOFILE= …"). The corresponding C function is
     /// `strerror`.
-    public static func describe(_ errno: Int32) -> String {
+    package static func describe(_ errno: Int32) -> String {
         let words = String(cString: strerror(errno))
         guard errno == EMFILE else { return words }
         var limit = rlimit()
@@ -52,7 +52,3 @@ public struct SystemError: Error, Hashable, Sendable, CustomStringConvertible {
             + "raise LimitNOFILE= in the unit, or ulimit -n)"
     }
 }
-
-/// The former name of ``SystemError``, which every file failure now is.
-@available(*, deprecated, renamed: "SystemError")
-public typealias FileSystemError = SystemError

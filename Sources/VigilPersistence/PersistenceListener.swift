@@ -24,7 +24,7 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
     public let name = "persistence"
     public let dependencies: [String]
     /// The state file.
-    public let path: String
+    package let path: String
     private let interval: @Sendable (Configuration) -> Duration
     private let state = Mutex<StateStore?>(nil)
     private let marker: ShutdownMarker
@@ -33,7 +33,7 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
     /// How long the file system may take for the start's file work (create the directory,
     /// read the state file, write the marker) before the start fails: 5 s by default, and
     /// never more than the listener's start budget less a tenth of it (at most 1 s).
-    public let readTimeout: Duration
+    package let readTimeout: Duration
 
     /// Creates the listener.
     ///
@@ -155,17 +155,17 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
 }
 
 /// The checkpoint at stop failed: what changed since the last successful checkpoint is lost.
-public struct FinalCheckpointError: Error, CustomStringConvertible, ErrnoRepresentable {
+package struct FinalCheckpointError: Error, CustomStringConvertible, ErrnoRepresentable {
     /// The state file.
-    public let path: String
+    package let path: String
     /// Why the write failed.
-    public let cause: any Error
+    package let cause: any Error
     /// What is lost, e.g. "changes to heartbeat since the checkpoint of 12 s ago".
-    public let lost: String
+    package let lost: String
 
-    public var errno: Int32 { (cause as? any ErrnoRepresentable)?.errno ?? EIO }
+    package var errno: Int32 { (cause as? any ErrnoRepresentable)?.errno ?? EIO }
 
-    public var description: String {
+    package var description: String {
         "the final checkpoint to \(path) failed (\(cause)); lost: \(lost). "
             + "The file still holds the previous checkpoint; free space or fix the directory before the next start."
     }

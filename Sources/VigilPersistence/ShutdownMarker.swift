@@ -40,7 +40,7 @@ public final class ShutdownMarker: ShutdownHistory {
     }
 
     /// The marker file.
-    public let path: String
+    package let path: String
     private let found = Mutex<Previous?>(nil)
 
     /// A marker at `path` (written atomically and durably; its directory must exist).

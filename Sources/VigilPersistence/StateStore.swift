@@ -19,25 +19,25 @@ import VigilPlatform
 /// its original bytes, before anything writes to `path`, and the reason says where and what.
 public final class StateStore: Sendable {
     /// The format this build writes; files with a greater version are refused.
-    public static let formatVersion = 1
+    package static let formatVersion = 1
 
     /// The state file.
-    public let path: String
+    package let path: String
 
     /// What opening the store found.
-    public struct Restored: Sendable, Hashable {
+    package struct Restored: Sendable, Hashable {
         /// Where a corrupt or unreadable file was moved, if it was.
-        public var movedAside: String?
+        package var movedAside: String?
         /// Why it was moved aside.
-        public var problem: String?
+        package var problem: String?
         /// How many keys were restored.
-        public var keys: Int
+        package var keys: Int
     }
 
     /// The keys and values of a state file that parsed; see ``parse(_:)``.
-    public struct Contents: Sendable, Hashable {
+    package struct Contents: Sendable, Hashable {
         /// The keys, in file order, without `formatVersion`.
-        public var keys: [String] { entries.map(\.key) }
+        package var keys: [String] { entries.map(\.key) }
         package var entries: [JSONValue.Member]
     }
 
@@ -60,50 +60,6 @@ public final class StateStore: Sendable {
     /// Serialises checkpoints (and moving the file aside) so a later one never writes an older
     /// snapshot.
     private let writer = Mutex(0)
-
-    /// An error that keeps the daemon from using the state file.
-    public struct NewerFormat: Error, CustomStringConvertible {
-        /// The state file; empty when the bytes came from ``StateStore/parse(_:)``.
-        public let path: String
-        public let version: Int
-        public var description: String {
-            "\(path.isEmpty ? "The state file" : path) was written by a newer version (format \(version); "
-                + "this build reads up to \(StateStore.formatVersion)). "
-                + "Upgrade this program, or move the file away to start from empty state."
-        }
-    }
-
-    /// A state file that does not parse or does not have the expected shape.
-    public struct InvalidFile: Error, Hashable, Sendable, CustomStringConvertible {
-        /// 1-based line and column, 0 when unknown.
-        public var line: Int
-        public var column: Int
-        /// `formatVersion`, or empty for the whole file.
-        public var keyPath: String
-        /// What was expected and what was found.
-        public var reason: String
-
-        public var description: String {
-            var text = line > 0 ? "line \(line), column \(column): " : ""
-            if !keyPath.isEmpty { text += keyPath + ": " }
-            return DisplayText.escapingControlCharacters(text + reason)
-        }
-    }
-
-    /// A state file that could not be read for a reason that passes; it was left as it is.
-    public struct Unreadable: Error, CustomStringConvertible {
-        public let path: String
-        /// The failed read.
-        public let cause: SystemError
-        public var description: String {
-            let hint =
-                cause.errno == EAGAIN
-                ? " (another process holds a lease or lock on it: end that process)" : ""
-            return DisplayText.escapingControlCharacters(
-                "cannot read the state file \(path) now: \(cause.reason)\(hint); it was left as it is, start again once it reads"
-            )
-        }
-    }
 
     /// The state directory must be the daemon's: owned by it or root, and not writable by
     /// others, or another local user could plant state or a directory at the temporary name
@@ -136,51 +92,18 @@ public final class StateStore: Sendable {
     /// The read errors after which the file is left in place and the open fails.
     static let passingErrors: Set<Int32> = [EAGAIN, EWOULDBLOCK, EINTR, EIO, EMFILE, ENFILE, ENOMEM]
 
-    /// A key ``StateStore/set(_:forKey:)`` cannot store: `formatVersion` (the file's own), or
-    /// one the file's reader would refuse.
-    public struct InvalidKey: Error, Hashable, Sendable, CustomStringConvertible {
-        /// The key, as given.
-        public var key: String
-        /// Why it cannot be stored.
-        public var reason: String
-
-        public var description: String { "cannot store the key \(DisplayText.quoted(key, limit: 16)): \(reason)" }
-    }
-
-    /// A stored value that its listener cannot use: it does not decode as the listener's type,
-    /// or the listener's validation rejects it.
-    public struct InvalidEntry: Error, Hashable, Sendable, CustomStringConvertible {
-        /// The state file.
-        public var path: String
-        /// `heartbeat.count`: the listener's key, then the path inside its value.
-        public var keyPath: String
-        /// 1-based line and column in the file, 0 when unknown.
-        public var line: Int
-        public var column: Int
-        /// What was expected and what was found.
-        public var reason: String
-        /// Where the file (its bytes as read at open) was moved.
-        public var movedAside: String?
-
-        public var description: String {
-            let place = line > 0 ? ":\(line):\(column)" : ""
-            let aside = movedAside.map { "; moved the file to \($0)" } ?? ""
-            return DisplayText.escapingControlCharacters("\(path)\(place): \(keyPath): \(reason)\(aside)")
-        }
-    }
-
     /// Parses the bytes of a state file, with no I/O: the entry point the init uses, and a
     /// fuzzer's.
     ///
-    /// - Throws: ``InvalidFile`` for text that is not JSON, a top level that is not an object, or
-    ///   a missing or malformed `formatVersion`; ``NewerFormat`` (with an empty path) for a file
+    /// - Throws: ``StateStoreError/Code/invalidFile`` for text that is not JSON, a top level that is not an object, or
+    ///   a missing or malformed `formatVersion`; ``StateStoreError/Code/newerFormat`` (with an empty path) for a file
     ///   from a newer version.
-    public static func parse(_ bytes: [UInt8]) throws -> Contents {
+    package static func parse(_ bytes: [UInt8]) throws -> Contents {
         let root: JSONValue
         do {
             root = try JSONParser.parse(bytes)
         } catch {
-            throw InvalidFile(
+            throw StateStoreError.invalidFile(
                 line: error.position.line,
                 column: error.position.column,
                 keyPath: "",
@@ -188,7 +111,7 @@ public final class StateStore: Sendable {
             )
         }
         guard case .object(let members) = root.kind else {
-            throw InvalidFile(
+            throw StateStoreError.invalidFile(
                 line: root.position.line,
                 column: root.position.column,
                 keyPath: "",
@@ -196,7 +119,7 @@ public final class StateStore: Sendable {
             )
         }
         guard let version = root["formatVersion"] else {
-            throw InvalidFile(
+            throw StateStoreError.invalidFile(
                 line: root.position.line,
                 column: root.position.column,
                 keyPath: "formatVersion",
@@ -204,14 +127,14 @@ public final class StateStore: Sendable {
             )
         }
         guard case .number(let text) = version.kind, let number = Int(text), number >= 1 else {
-            throw InvalidFile(
+            throw StateStoreError.invalidFile(
                 line: version.position.line,
                 column: version.position.column,
                 keyPath: "formatVersion",
                 reason: "expected a whole number from 1 to \(formatVersion), found \(version.summary)"
             )
         }
-        if number > formatVersion { throw NewerFormat(path: "", version: number) }
+        if number > formatVersion { throw StateStoreError.newerFormat(path: "", version: number) }
         return Contents(entries: members.filter { $0.key != "formatVersion" })
     }
 
@@ -222,7 +145,7 @@ public final class StateStore: Sendable {
     /// parse is moved aside to `<path>.corrupt-<n>` (never overwritten) and the store starts
     /// empty; ``restored`` says so and why.
     ///
-    /// - Throws: ``NewerFormat`` for a file from a newer, incompatible version; ``Unreadable``,
+    /// - Throws: ``StateStoreError/Code/newerFormat`` for a file from a newer, incompatible version; ``StateStoreError/Code/unreadable``,
     ///   leaving the file as it is, when reading failed for a reason that passes (`EAGAIN`:
     ///   another process holds a lease or lock on it; `EIO`, `EMFILE`, `ENFILE`, `ENOMEM`).
     public init(path: String) throws {
@@ -244,13 +167,13 @@ public final class StateStore: Sendable {
         } catch let error as SystemError where Self.passingErrors.contains(error.errno) {
             // The file may well be sound: moving it aside would start from empty state for a
             // condition that passes (a lease or lock another process holds, no descriptors).
-            throw Unreadable(path: path, cause: error)
+            throw StateStoreError.unreadable(path: path, cause: error)
         } catch let error as SystemError {
             problem = error.reason
-        } catch let error as InvalidFile {
+        } catch let error as StateStoreError where error.code == .newerFormat {
+            throw StateStoreError.newerFormat(path: path, version: error.version)
+        } catch let error as StateStoreError {
             problem = error.description
-        } catch let error as NewerFormat {
-            throw NewerFormat(path: path, version: error.version)
         }
         if let problem {
             restored.movedAside = try Self.moveAside(path)
@@ -260,14 +183,14 @@ public final class StateStore: Sendable {
     }
 
     /// What opening found.
-    public let restored: Restored
+    package let restored: Restored
 
     /// The value stored under `key`, decoded as `type` and accepted by `validate`; `nil` when
     /// there is none.
     ///
     /// A stored value that does not decode, or that `validate` rejects, is neither used nor
     /// lost: the file as read at open is moved aside to `<path>.corrupt-<n>` (its original
-    /// bytes), the key is dropped from the store, and ``InvalidEntry`` is thrown with the key
+    /// bytes), the key is dropped from the store, and ``StateStoreError/Code/invalidEntry`` is thrown with the key
     /// path, what was expected and what was found. A listener that catches it logs it and
     /// starts from empty state for its key; one that does not fails its start, and the next
     /// start finds the key gone. Other keys are kept and written at the next checkpoint.
@@ -281,7 +204,7 @@ public final class StateStore: Sendable {
         _ type: T.Type,
         forKey key: String,
         validate: (T) throws(InvalidValue) -> Void = { _ in }
-    ) throws(InvalidEntry) -> T? {
+    ) throws(StateStoreError) -> T? {
         guard let stored = storage.withLock({ storage in storage.entries.last { $0.key == key }?.value }) else {
             return nil
         }
@@ -298,7 +221,7 @@ public final class StateStore: Sendable {
         } catch {
             problem = ([], stored.position, String(describing: error))
         }
-        var invalid = InvalidEntry(
+        var invalid = StateStoreError.invalidEntry(
             path: path,
             keyPath: ([key] + problem.path).joined(separator: "."),
             line: problem.position.line,
@@ -360,17 +283,20 @@ public final class StateStore: Sendable {
 
     /// Stores `value` under `key`; it reaches the file at the next checkpoint.
     ///
-    /// - Throws: ``InvalidKey`` for `formatVersion` or a `key` with more than 30 combining marks
+    /// - Throws: ``StateStoreError/Code/invalidKey`` for `formatVersion` or a `key` with more than 30 combining marks
     ///   in a row, which the file's reader refuses (comparing or hashing one takes quadratic
     ///   time); for such a key inside `value`, or a value JSON cannot hold (infinity, NaN), an
     ///   error that names it; or the value's own encoding error. Nothing is stored then, and
     ///   what was stored before stays.
     public func set<T: Encodable>(_ value: T, forKey key: String) throws {
         guard key != "formatVersion" else {
-            throw InvalidKey(key: key, reason: "formatVersion is the state file's own key; choose another")
+            throw StateStoreError.invalidKey(
+                key: key,
+                reason: "formatVersion is the state file's own key; choose another"
+            )
         }
         guard JSONParser.isStreamSafe(key) else {
-            throw InvalidKey(
+            throw StateStoreError.invalidKey(
                 key: key,
                 reason: "it has more than \(JSONParser.maximumCombiningRun) combining marks in a row "
                     + "(Unicode's stream-safe limit), which the state file's reader refuses"
@@ -417,7 +343,7 @@ public final class StateStore: Sendable {
     /// What the file lacks compared with memory, for a message when a checkpoint fails: each
     /// changed key with its value in memory and on disk, e.g.
     /// `heartbeat = {"count":858} (on disk: {"count":840})`; "nothing" when the file is current.
-    public var unsavedSummary: String {
+    package var unsavedSummary: String {
         let (entries, written) = storage.withLock { ($0.entries, $0.written) }
         func text(_ value: JSONValue?) -> String {
             guard let value else { return "absent" }

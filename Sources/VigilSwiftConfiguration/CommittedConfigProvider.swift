@@ -9,16 +9,16 @@ import Synchronization
 /// watchers only when its value changed. It never reads a file or takes a signal itself: Vigil owns
 /// the reload signal and the two-phase reload (swift-configuration's `ReloadingFileProvider`
 /// traps SIGHUP on its own and has no way to reject a file that every listener has not accepted).
-public final class CommittedConfigProvider: ConfigProvider, Sendable {
+package final class CommittedConfigProvider: ConfigProvider, Sendable {
     /// A set of values, as one reload committed them.
-    public struct Snapshot: ConfigSnapshot {
-        public let providerName: String
+    package struct Snapshot: ConfigSnapshot {
+        package let providerName: String
         /// The values by key.
-        public let values: [AbsoluteConfigKey: ConfigValue]
+        package let values: [AbsoluteConfigKey: ConfigValue]
 
         /// The value for `key`, converted to `type` where that loses nothing (a whole number read
         /// as a `Double`); any other mismatch is swift-configuration's "not convertible" error.
-        public func value(forKey key: AbsoluteConfigKey, type: ConfigType) throws -> LookupResult {
+        package func value(forKey key: AbsoluteConfigKey, type: ConfigType) throws -> LookupResult {
             try Self.lookup(values[key], key: key, type: type)
         }
 
@@ -41,15 +41,15 @@ public final class CommittedConfigProvider: ConfigProvider, Sendable {
     }
 
     /// A value read as a type it cannot be: `http.port: expected int, found the string "x"`.
-    public struct NotConvertible: Error, CustomStringConvertible {
+    package struct NotConvertible: Error, CustomStringConvertible {
         /// The key, dot-separated.
-        public var key: String
+        package var key: String
         /// The type asked for.
-        public var type: ConfigType
+        package var type: ConfigType
         /// What the file holds (a secret is not shown).
-        public var value: ConfigValue
+        package var value: ConfigValue
 
-        public var description: String {
+        package var description: String {
             let found: String =
                 switch value.content {
                 case _ where value.isSecret: "a secret of another type"
@@ -75,18 +75,18 @@ public final class CommittedConfigProvider: ConfigProvider, Sendable {
         var snapshotWatchers: [Int: AsyncStream<any ConfigSnapshot>.Continuation] = [:]
     }
 
-    public let providerName: String
+    package let providerName: String
     private let storage: Mutex<Storage>
 
     /// A provider holding `values` until the first ``commit(_:)``.
-    public init(name: String = "vigil", values: [AbsoluteConfigKey: ConfigValue] = [:]) {
+    package init(name: String = "vigil", values: [AbsoluteConfigKey: ConfigValue] = [:]) {
         providerName = name
         storage = Mutex(Storage(snapshot: Snapshot(providerName: name, values: values)))
     }
 
     /// Replaces every value at once, then tells the watchers of each key whose value changed, and
     /// every snapshot watcher, outside the lock.
-    public func commit(_ values: [AbsoluteConfigKey: ConfigValue]) {
+    package func commit(_ values: [AbsoluteConfigKey: ConfigValue]) {
         let (snapshot, changed, snapshotWatchers) = storage.withLock { storage in
             let old = storage.snapshot.values
             storage.snapshot = Snapshot(providerName: providerName, values: values)
@@ -104,15 +104,15 @@ public final class CommittedConfigProvider: ConfigProvider, Sendable {
         for continuation in snapshotWatchers { continuation.yield(snapshot) }
     }
 
-    public func value(forKey key: AbsoluteConfigKey, type: ConfigType) throws -> LookupResult {
+    package func value(forKey key: AbsoluteConfigKey, type: ConfigType) throws -> LookupResult {
         try storage.withLock { $0.snapshot }.value(forKey: key, type: type)
     }
 
-    public func fetchValue(forKey key: AbsoluteConfigKey, type: ConfigType) async throws -> LookupResult {
+    package func fetchValue(forKey key: AbsoluteConfigKey, type: ConfigType) async throws -> LookupResult {
         try value(forKey: key, type: type)
     }
 
-    public func snapshot() -> any ConfigSnapshot { storage.withLock { $0.snapshot } }
+    package func snapshot() -> any ConfigSnapshot { storage.withLock { $0.snapshot } }
 
     nonisolated(nonsending) public func watchValue<Return: ~Copyable>(
         forKey key: AbsoluteConfigKey,

@@ -31,7 +31,7 @@ public final class SwiftConfigurationListener: Listener {
     /// Where the configuration comes from.
     public let source: ConfigurationSource
     /// The committed values, for `ConfigReader`s of your own (with other providers before it).
-    public let provider: CommittedConfigProvider
+    package let provider: CommittedConfigProvider
     /// A reader of the committed values alone.
     public let reader: ConfigReader
     private let validate: @Sendable (ConfigSnapshotReader) throws -> Void

@@ -21,14 +21,14 @@ import VigilPlatform
 /// that has sent nothing yet is waited for until the deadline too: its client connected before
 /// the stop and its first request is on its way (ending it would lose that request across a
 /// restart, where the next instance would have served it). After the deadline
-/// every call throws ``ConnectionError/Code/stopDeadlinePassed``. So a handler written as the
+/// every call throws ``SystemdError/Code/stopDeadlinePassed``. So a handler written as the
 /// loop above drains by itself: it answers what is in flight and ends.
 ///
 /// The descriptor is closed by ``close()``, or when the object is released.
 public final class Connection: Sendable, CustomStringConvertible {
     /// The connected socket (non-blocking, `FD_CLOEXEC`), valid until ``close()``. Reading or
     /// writing it directly bypasses the line buffer.
-    public let fileDescriptor: Int32
+    package let fileDescriptor: Int32
     /// Who is on the other side, for logs: `127.0.0.1:50312`, `[::1]:50312`, or for a Unix
     /// socket the peer's credentials, `pid 4242 uid 0`.
     public let peer: String
@@ -76,29 +76,29 @@ public final class Connection: Sendable, CustomStringConvertible {
     ///     (or the stop's deadline) allows.
     /// - Returns: the line, or `nil` at the end of the stream, or at stop when no part of a
     ///   new line had arrived.
-    /// - Throws: ``ConnectionError``: `lineTooLong`, `endedMidLine` (the peer closed its side
+    /// - Throws: ``SystemdError``: `lineTooLong`, `endedMidLine` (the peer closed its side
     ///   after part of a line), `notUTF8`, `timedOut`, `stopDeadlinePassed`, `closed`,
     ///   `cancelled`, `failed`.
-    public func readLine(maximumBytes: Int = 8192, timeout: Duration? = nil) async throws(ConnectionError) -> String? {
+    public func readLine(maximumBytes: Int = 8192, timeout: Duration? = nil) async throws(SystemdError) -> String? {
         guard let bytes = try await readLineBytes(maximumBytes: maximumBytes, timeout: timeout) else { return nil }
         guard let line = String(validating: bytes, as: UTF8.self) else {
-            throw ConnectionError(.notUTF8, "\(description): a line of \(bytes.count) bytes is not UTF-8")
+            throw SystemdError(.notUTF8, "\(description): a line of \(bytes.count) bytes is not UTF-8")
         }
         return line
     }
 
     /// ``readLine(maximumBytes:timeout:)`` as bytes, for a protocol that is not all text.
-    public func readLineBytes(
+    package func readLineBytes(
         maximumBytes: Int = 8192,
         timeout: Duration? = nil
-    ) async throws(ConnectionError)
+    ) async throws(SystemdError)
         -> [UInt8]?
     {
         let deadline = timeout.map { MonotonicClock.nanoseconds() &+ $0.nanoseconds }
         // Room for the `\r` before the line break without overflow, whatever the caller asks.
         let maximumBytes = min(max(0, maximumBytes), Int.max - 2)
         while true {
-            let step = try state.withLock { state throws(ConnectionError) -> ReadStep in
+            let step = try state.withLock { state throws(SystemdError) -> ReadStep in
                 while true {
                     if let end = state.buffer.firstIndex(of: UInt8(ascii: "\n")) {
                         var line = Array(state.buffer[..<end])
@@ -111,7 +111,7 @@ public final class Connection: Sendable, CustomStringConvertible {
                     guard state.buffer.count <= maximumBytes + 1 else { throw tooLong(maximumBytes) }
                     if state.ended {
                         guard state.buffer.isEmpty else {
-                            throw ConnectionError(
+                            throw SystemdError(
                                 .endedMidLine,
                                 "\(description): the peer closed the connection after \(state.buffer.count) bytes of a line without its line break"
                             )
@@ -135,10 +135,10 @@ public final class Connection: Sendable, CustomStringConvertible {
     ///
     /// - Returns: the bytes (the line buffer's first), or `nil` at the end of the stream or at
     ///   stop when nothing was waiting.
-    public func read(maximumBytes: Int = 65536, timeout: Duration? = nil) async throws(ConnectionError) -> [UInt8]? {
+    public func read(maximumBytes: Int = 65536, timeout: Duration? = nil) async throws(SystemdError) -> [UInt8]? {
         let deadline = timeout.map { MonotonicClock.nanoseconds() &+ $0.nanoseconds }
         while true {
-            let step = try state.withLock { state throws(ConnectionError) -> ReadStep in
+            let step = try state.withLock { state throws(SystemdError) -> ReadStep in
                 if state.buffer.isEmpty && !state.ended { _ = try fill(&state) }
                 if !state.buffer.isEmpty {
                     let count = min(max(1, maximumBytes), state.buffer.count)
@@ -157,7 +157,7 @@ public final class Connection: Sendable, CustomStringConvertible {
     }
 
     /// Writes all of `text` as UTF-8.
-    public func write(_ text: String, timeout: Duration? = nil) async throws(ConnectionError) {
+    public func write(_ text: String, timeout: Duration? = nil) async throws(SystemdError) {
         try await write(Array(text.utf8), timeout: timeout)
     }
 
@@ -167,13 +167,13 @@ public final class Connection: Sendable, CustomStringConvertible {
     ///   - bytes: what to write.
     ///   - timeout: how long the whole write may take; `nil` waits as long as the peer (or the
     ///     stop's deadline) allows.
-    /// - Throws: ``ConnectionError``: `timedOut`, `stopDeadlinePassed`, `closed`, `cancelled`,
+    /// - Throws: ``SystemdError``: `timedOut`, `stopDeadlinePassed`, `closed`, `cancelled`,
     ///   `failed` (the peer is gone: `EPIPE`, `ECONNRESET`).
-    public func write(_ bytes: [UInt8], timeout: Duration? = nil) async throws(ConnectionError) {
+    public func write(_ bytes: [UInt8], timeout: Duration? = nil) async throws(SystemdError) {
         let deadline = timeout.map { MonotonicClock.nanoseconds() &+ $0.nanoseconds }
         var offset = 0
         while offset < bytes.count {
-            let written = try state.withLock { state throws(ConnectionError) -> Int in
+            let written = try state.withLock { state throws(SystemdError) -> Int in
                 guard !state.closed else { throw closedError() }
                 while true {
                     let count = bytes.withUnsafeBytes { raw in
@@ -184,7 +184,7 @@ public final class Connection: Sendable, CustomStringConvertible {
                     case EINTR: continue
                     case EAGAIN, EWOULDBLOCK: return 0
                     case let code:
-                        throw ConnectionError(
+                        throw SystemdError(
                             .failed,
                             "\(description): cannot write: \(SystemError.describe(code))",
                             cause: SystemError(path: description, operation: "write to", errno: code)
@@ -221,7 +221,7 @@ public final class Connection: Sendable, CustomStringConvertible {
     }
 
     /// One non-blocking read into the buffer. True when it read bytes or reached the end.
-    private func fill(_ state: inout State) throws(ConnectionError) -> Bool {
+    private func fill(_ state: inout State) throws(SystemdError) -> Bool {
         guard !state.closed else { throw closedError() }
         while true {
             let count = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 16384) { chunk in
@@ -241,7 +241,7 @@ public final class Connection: Sendable, CustomStringConvertible {
             case EINTR: continue
             case EAGAIN, EWOULDBLOCK: return false
             case let code:
-                throw ConnectionError(
+                throw SystemdError(
                     .failed,
                     "\(description): cannot read: \(SystemError.describe(code))",
                     cause: SystemError(path: description, operation: "read from", errno: code)
@@ -256,7 +256,7 @@ public final class Connection: Sendable, CustomStringConvertible {
         idle: Bool,
         deadline: UInt64?,
         doing: String
-    ) async throws(ConnectionError)
+    ) async throws(SystemdError)
         -> Bool
     {
         switch await poller.wait(for: fileDescriptor, events: events, idle: idle, deadline: deadline) {
@@ -266,24 +266,24 @@ public final class Connection: Sendable, CustomStringConvertible {
             return true
         case .timedOut:
             if let stop = poller.stopDeadline, MonotonicClock.nanoseconds() >= stop {
-                throw ConnectionError(
+                throw SystemdError(
                     .stopDeadlinePassed,
                     "\(description): the daemon is stopping and the deadline it gave this connection passed before it could \(doing)"
                 )
             }
-            throw ConnectionError(.timedOut, "\(description): timed out waiting to \(doing)")
+            throw SystemdError(.timedOut, "\(description): timed out waiting to \(doing)")
         case .cancelled:
             if state.withLock({ $0.closed }) { throw closedError() }
-            throw ConnectionError(.cancelled, "\(description): cancelled while waiting to \(doing)")
+            throw SystemdError(.cancelled, "\(description): cancelled while waiting to \(doing)")
         }
     }
 
-    private func tooLong(_ maximumBytes: Int) -> ConnectionError {
-        ConnectionError(.lineTooLong, "\(description): a line is longer than \(maximumBytes) bytes")
+    private func tooLong(_ maximumBytes: Int) -> SystemdError {
+        SystemdError(.lineTooLong, "\(description): a line is longer than \(maximumBytes) bytes")
     }
 
-    private func closedError() -> ConnectionError {
-        ConnectionError(.closed, "\(description): the connection is closed")
+    private func closedError() -> SystemdError {
+        SystemdError(.closed, "\(description): the connection is closed")
     }
 
     /// `getpeername` for TCP; `SO_PEERCRED` for a Unix socket (its peer address is unnamed).

@@ -11,9 +11,9 @@
 ///    array elements are numbered from 0: `TAGS_0`, `TAGS_1`.
 /// 5. A name that collides with a field Vigil writes itself (`MESSAGE`, `PRIORITY`, `CODE_*`,
 ///    `SYSLOG_IDENTIFIER`, …) or with an earlier metadata field gets `_2`, `_3`, … appended.
-public enum JournalFieldName {
+package enum JournalFieldName {
     /// Fields the handler writes itself; metadata never overwrites them.
-    public static let reserved: Set<String> = [
+    package static let reserved: Set<String> = [
         "MESSAGE", "PRIORITY", "CODE_FILE", "CODE_LINE", "CODE_FUNC", "SYSLOG_IDENTIFIER",
         "SWIFT_LOG_LABEL", "SWIFT_LOG_SOURCE", "SWIFT_LOG_ERROR",
     ]
@@ -34,7 +34,7 @@ public enum JournalFieldName {
     }
 
     /// Rules 1–3 for one key.
-    public static func sanitize(_ key: String) -> String {
+    package static func sanitize(_ key: String) -> String {
         var bytes: [UInt8] = []
         appendSanitized(key, to: &bytes)
         return String(decoding: bytes, as: UTF8.self)

@@ -1,43 +1,43 @@
 /// The fixed 128-bit `MESSAGE_ID`s of Vigil's lifecycle journal entries, so that
 /// `journalctl MESSAGE_ID=…` finds them (listed in the README, like systemd's catalog).
-public struct LifecycleMessageID: Hashable, Sendable, CustomStringConvertible {
+package struct LifecycleMessageID: Hashable, Sendable, CustomStringConvertible {
     /// 32 lower-case hex digits, as journald expects.
-    public let rawValue: String
+    package let rawValue: String
 
     private init(_ rawValue: String) { self.rawValue = rawValue }
 
     /// Every listener started; the daemon reported ready.
-    public static let started = Self("61ece635e54942e1b9c1dd26c92678c0")
+    package static let started = Self("61ece635e54942e1b9c1dd26c92678c0")
     /// Start-up failed.
-    public static let startFailed = Self("fb2c9dd93cf0458ea1c91bbc63140915")
+    package static let startFailed = Self("fb2c9dd93cf0458ea1c91bbc63140915")
     /// A reload was applied.
-    public static let reloadApplied = Self("7dd32b12fecb4f54b882f1a4b4061f72")
+    package static let reloadApplied = Self("7dd32b12fecb4f54b882f1a4b4061f72")
     /// A reload was rejected; the old configuration stays.
-    public static let reloadRejected = Self("9475ebda59634e2fb407cda3695425bc")
+    package static let reloadRejected = Self("9475ebda59634e2fb407cda3695425bc")
     /// A user signal (SIGUSR1) was handled.
-    public static let userSignal = Self("c06f97d2500d44ab8e99eb45663d26cb")
+    package static let userSignal = Self("c06f97d2500d44ab8e99eb45663d26cb")
     /// Shutdown began.
-    public static let stopping = Self("9a931e64755042cca47bf9a3940245ed")
+    package static let stopping = Self("9a931e64755042cca47bf9a3940245ed")
     /// Shutdown finished.
-    public static let stopped = Self("a68d07ff51674e3ab701b9d04ab67e69")
+    package static let stopped = Self("a68d07ff51674e3ab701b9d04ab67e69")
     /// Shutdown finished, but a listener failed to stop cleanly (a final checkpoint that could
     /// not be written, say); the daemon exits non-zero.
-    public static let stopFailed = Self("62a1c17ff67341619cf37d4b53b826e3")
+    package static let stopFailed = Self("62a1c17ff67341619cf37d4b53b826e3")
     /// The previous run did not shut down cleanly (crash, kill -9, power loss).
-    public static let uncleanShutdown = Self("3e4167fd5a4f4684b69749aba65dd187")
+    package static let uncleanShutdown = Self("3e4167fd5a4f4684b69749aba65dd187")
     /// A listener declared a fatal fault, or the watchdog withheld a ping.
-    public static let watchdogFault = Self("079016620c1947ea917c4086c8f486fc")
+    package static let watchdogFault = Self("079016620c1947ea917c4086c8f486fc")
 
     /// The service manager reported memory pressure; every listener was asked to release what
     /// it can rebuild.
-    public static let memoryPressure = Self("0cd2cd838e6e46c182a0fd36b9b59a18")
+    package static let memoryPressure = Self("0cd2cd838e6e46c182a0fd36b9b59a18")
 
     /// journald could not take some entries (its queue was full, or it was frozen): they were
     /// dropped so that logging never blocks the daemon; this entry says how many.
-    public static let journalEntriesDropped = Self("3606d99ed4c147ff9017f354ff5a6bad")
+    package static let journalEntriesDropped = Self("3606d99ed4c147ff9017f354ff5a6bad")
 
     /// All of them, with a short name each (for the README table and tests).
-    public static let all: [(name: String, id: LifecycleMessageID)] = [
+    package static let all: [(name: String, id: LifecycleMessageID)] = [
         ("started", .started), ("start-failed", .startFailed), ("reload-applied", .reloadApplied),
         ("reload-rejected", .reloadRejected), ("user-signal", .userSignal), ("stopping", .stopping),
         ("stopped", .stopped), ("stop-failed", .stopFailed), ("unclean-shutdown", .uncleanShutdown),
@@ -45,5 +45,5 @@ public struct LifecycleMessageID: Hashable, Sendable, CustomStringConvertible {
         ("journal-entries-dropped", .journalEntriesDropped), ("memory-pressure", .memoryPressure),
     ]
 
-    public var description: String { rawValue }
+    package var description: String { rawValue }
 }

@@ -29,11 +29,11 @@ extension ListenedFileDescriptor {
     /// - Parameter unsetEnvironment: remove `LISTEN_PID`, `LISTEN_FDS` and `LISTEN_FDNAMES` so
     ///   children do not inherit them (`NOTIFY_SOCKET` is never touched). Only the first call
     ///   in a process reads (and unsets) them.
-    /// - Throws: ``ListeningSocketError`` with code `malformedEnvironment` when the variables
+    /// - Throws: ``SystemdError`` with code `malformedEnvironment` when the variables
     ///   are not what systemd sets, `notOpen` when an announced descriptor is not open.
     /// - Important: Reads and changes the process environment; call it early in `main`, before
     ///   other threads read the environment.
-    public static func adopt(unsetEnvironment: Bool = true) throws(ListeningSocketError) -> [ListenedFileDescriptor] {
+    public static func adopt(unsetEnvironment: Bool = true) throws(SystemdError) -> [ListenedFileDescriptor] {
         try SocketActivation.passed(unsetEnvironment: unsetEnvironment)
     }
 
@@ -46,12 +46,12 @@ extension ListenedFileDescriptor {
         environment: (String) -> String?,
         pid: Int32,
         descriptorLimit: Int32
-    ) throws(ListeningSocketError) -> [ListenedFileDescriptor] {
+    ) throws(SystemdError) -> [ListenedFileDescriptor] {
         let remedy =
             "systemd sets it for a socket-activated service; unset LISTEN_PID, LISTEN_FDS and LISTEN_FDNAMES when starting the daemon by hand"
         guard let pidText = environment("LISTEN_PID") else { return [] }
         guard let listenPID = decimal(pidText), listenPID > 0 else {
-            throw ListeningSocketError(
+            throw SystemdError.listeningSocket(
                 .malformedEnvironment,
                 "LISTEN_PID='\(pidText.prefix(40))' is not a process id: \(remedy)"
             )
@@ -61,20 +61,20 @@ extension ListenedFileDescriptor {
         guard let countText = environment("LISTEN_FDS") else { return [] }
         let start = SocketActivation.firstDescriptor
         guard let count = decimal(countText), count >= 0 else {
-            throw ListeningSocketError(
+            throw SystemdError.listeningSocket(
                 .malformedEnvironment,
                 "LISTEN_FDS='\(countText.prefix(40))' is not a count of descriptors: \(remedy)"
             )
         }
         guard Int64(count) <= Int64(descriptorLimit) - Int64(start) else {
-            throw ListeningSocketError(
+            throw SystemdError.listeningSocket(
                 .malformedEnvironment,
                 "LISTEN_FDS=\(count) announces descriptors up to fd \(Int64(start) + Int64(count) - 1), beyond this process's limit of \(descriptorLimit) open files (RLIMIT_NOFILE): \(remedy)"
             )
         }
         // Without LISTEN_FDNAMES the list below is built from the count alone: keep it sane.
         guard count <= SocketActivation.maximumCount else {
-            throw ListeningSocketError(
+            throw SystemdError.listeningSocket(
                 .malformedEnvironment,
                 "LISTEN_FDS=\(count) is more descriptors than Vigil accepts (\(SocketActivation.maximumCount)): \(remedy)"
             )
@@ -86,14 +86,14 @@ extension ListenedFileDescriptor {
             // marks (quadratic to compare) or a control character that forges a log line.
             let split = namesText.utf8.split(separator: UInt8(ascii: ":"), omittingEmptySubsequences: false)
             if let bad = split.firstIndex(where: { $0.count > 255 || $0.contains { $0 < 0x20 || $0 > 0x7E } }) {
-                throw ListeningSocketError(
+                throw SystemdError.listeningSocket(
                     .malformedEnvironment,
                     "LISTEN_FDNAMES= name \(bad + 1) is not one systemd gives (at most 255 printable ASCII characters, as FileDescriptorName= allows): \(remedy)"
                 )
             }
             names = split.map { String(decoding: $0, as: UTF8.self) }
             guard names.count == count else {
-                throw ListeningSocketError(
+                throw SystemdError.listeningSocket(
                     .malformedEnvironment,
                     "LISTEN_FDNAMES='\(namesText.prefix(80))' has \(names.count) names for LISTEN_FDS=\(count) descriptors: \(remedy)"
                 )
@@ -131,16 +131,16 @@ enum SocketActivation {
     static let maximumCount: Int32 = 65536
 
     private struct State {
-        var passed: Result<[ListenedFileDescriptor], ListeningSocketError>?
+        var passed: Result<[ListenedFileDescriptor], SystemdError>?
         var adopted: Set<Int32> = []
     }
 
     private static let state = Mutex(State())
 
-    static func passed(unsetEnvironment: Bool) throws(ListeningSocketError) -> [ListenedFileDescriptor] {
-        try state.withLock { state throws(ListeningSocketError) in
+    static func passed(unsetEnvironment: Bool) throws(SystemdError) -> [ListenedFileDescriptor] {
+        try state.withLock { state throws(SystemdError) in
             if let passed = state.passed { return try passed.get() }
-            let result = Result { () throws(ListeningSocketError) in try readEnvironment(unset: unsetEnvironment) }
+            let result = Result { () throws(SystemdError) in try readEnvironment(unset: unsetEnvironment) }
             state.passed = result
             return try result.get()
         }
@@ -151,7 +151,7 @@ enum SocketActivation {
         state.withLock { $0.adopted.insert(descriptor).inserted }
     }
 
-    private static func readEnvironment(unset: Bool) throws(ListeningSocketError) -> [ListenedFileDescriptor] {
+    private static func readEnvironment(unset: Bool) throws(SystemdError) -> [ListenedFileDescriptor] {
         defer {
             if unset {
                 for variable in ["LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"] { unsetenv(variable) }
@@ -169,7 +169,7 @@ enum SocketActivation {
         for descriptor in passed {
             let flags = fcntl(descriptor.fileDescriptor, F_GETFD)
             guard flags >= 0, fcntl(descriptor.fileDescriptor, F_SETFD, flags | FD_CLOEXEC) == 0 else {
-                throw ListeningSocketError(
+                throw SystemdError.listeningSocket(
                     .notOpen,
                     "fd \(descriptor.fileDescriptor) '\(descriptor.name)' is announced in LISTEN_FDS but is not open in this process: start the daemon from its .socket unit, or unset LISTEN_PID, LISTEN_FDS and LISTEN_FDNAMES",
                     cause: SystemError(

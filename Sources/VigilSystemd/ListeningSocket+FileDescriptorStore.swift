@@ -20,12 +20,12 @@ extension ListeningSocket {
     ///   name given to ``init(name:orBind:backlog:)``.
     /// - Returns: `false` when no service manager listens (`NOTIFY_SOCKET` unset): nothing was
     ///   stored.
-    /// - Throws: ``ListeningSocketError`` with code `storeFailed` for an invalid name or when
+    /// - Throws: ``SystemdError`` with code `storeFailed` for an invalid name or when
     ///   sending failed.
     @discardableResult
-    public func storeInServiceManager(name: String) throws(ListeningSocketError) -> Bool {
+    public func storeInServiceManager(name: String) throws(SystemdError) -> Bool {
         guard Self.isValidStoreName(name) else {
-            throw ListeningSocketError(
+            throw SystemdError.listeningSocket(
                 .storeFailed,
                 "cannot store fd \(fileDescriptor) under FDNAME='\(name.prefix(80))': a name is 1 to 255 printable ASCII characters without ':'"
             )
@@ -33,7 +33,7 @@ extension ListeningSocket {
         do {
             return try SystemdNotifier().send("FDSTORE=1\nFDNAME=\(name)", passing: fileDescriptor)
         } catch {
-            throw ListeningSocketError(
+            throw SystemdError.listeningSocket(
                 .storeFailed,
                 "cannot hand fd \(fileDescriptor) '\(name)' to systemd's file-descriptor store (FDSTORE=1) "
                     + "through NOTIFY_SOCKET \(error.path)",

@@ -16,7 +16,7 @@ import VigilPlatform
 /// An adopted descriptor is checked before use — a socket (`fstat`), a stream socket
 /// (`SO_TYPE`), listening (`SO_ACCEPTCONN`), of the family the address asks for (`SO_DOMAIN`:
 /// IPv4 or IPv6 for ``Address/tcp(host:port:)``, Unix for ``Address/unix(path:)``) — and any
-/// mismatch is a ``ListeningSocketError`` that names the descriptor and the line the `.socket`
+/// mismatch is a ``SystemdError`` that names the descriptor and the line the `.socket`
 /// unit needs. The address of an adopted socket is the unit's business: the address given here
 /// is only what is bound when systemd passed nothing.
 ///
@@ -60,7 +60,7 @@ public struct ListeningSocket: Sendable, Hashable {
         case other(family: Int32)
 
         /// The TCP port, or `nil` for a Unix socket.
-        public var port: UInt16? {
+        package var port: UInt16? {
             switch self {
             case .ipv4(_, let port), .ipv6(_, let port): port
             case .unix, .other: nil
@@ -107,17 +107,17 @@ public struct ListeningSocket: Sendable, Hashable {
     ///   - name: the `.socket` unit's `FileDescriptorName=`.
     ///   - address: what to bind without socket activation.
     ///   - backlog: `listen(2)`'s backlog for a bound socket.
-    /// - Throws: ``ListeningSocketError``, whose message says what to change.
+    /// - Throws: ``SystemdError``, whose message says what to change.
     /// - Important: The first call reads and changes the process environment (it removes
     ///   `LISTEN_*`): make it before threads of the daemon's own read the environment.
-    public init(name: String, orBind address: Address, backlog: Int32 = 128) throws(ListeningSocketError) {
+    public init(name: String, orBind address: Address, backlog: Int32 = 128) throws(SystemdError) {
         let passed = try SocketActivation.passed(unsetEnvironment: true)
         guard let descriptor = try Self.select(name, from: passed) else {
             self = try Self.bind(address, backlog: backlog)
             return
         }
         guard SocketActivation.markAdopted(descriptor.fileDescriptor) else {
-            throw ListeningSocketError(
+            throw SystemdError.listeningSocket(
                 .alreadyAdopted,
                 "fd \(descriptor.fileDescriptor) '\(name)' was already adopted in this process: create one ListeningSocket per name and share it"
             )
@@ -134,7 +134,7 @@ public struct ListeningSocket: Sendable, Hashable {
         from passed: [ListenedFileDescriptor],
         orBind address: Address,
         backlog: Int32 = 128
-    ) throws(ListeningSocketError) {
+    ) throws(SystemdError) {
         if let descriptor = try Self.select(name, from: passed) {
             self = try Self.adopt(descriptor, for: address)
         } else {
@@ -157,7 +157,7 @@ public struct ListeningSocket: Sendable, Hashable {
     static func select(
         _ name: String,
         from passed: [ListenedFileDescriptor]
-    ) throws(ListeningSocketError) -> ListenedFileDescriptor? {
+    ) throws(SystemdError) -> ListenedFileDescriptor? {
         if passed.isEmpty { return nil }
         let matching = passed.filter { $0.name == name }
         if matching.count == 1 { return matching[0] }
@@ -169,18 +169,18 @@ public struct ListeningSocket: Sendable, Hashable {
         // it "connection", whatever FileDescriptorName= says (257 uses that name, and adopt(_:for:)
         // finds it is not listening): name the real cause.
         if matching.isEmpty, let connection = passed.first(where: { $0.name == "connection" && !isListening($0) }) {
-            throw ListeningSocketError(
+            throw SystemdError.listeningSocket(
                 .notListening,
                 "systemd passed fd \(connection.fileDescriptor) 'connection', a connection rather than a listening socket, as Accept=yes passes (systemd before 257 names it so whatever FileDescriptorName= says): use Accept=no in the .socket unit"
             )
         }
         if matching.isEmpty {
-            throw ListeningSocketError(
+            throw SystemdError.listeningSocket(
                 .notPassed,
                 "systemd passed \(list(passed)) but none named '\(name)': set FileDescriptorName=\(name) in the .socket unit (without it the name is the unit's name)"
             )
         }
-        throw ListeningSocketError(
+        throw SystemdError.listeningSocket(
             .ambiguousName,
             "systemd passed \(matching.count) descriptors named '\(name)' (\(list(matching))): a .socket unit with several Listen*= lines passes them all under one name; give each address its own .socket unit with its own FileDescriptorName="
         )
@@ -197,17 +197,17 @@ extension ListeningSocket {
     ///   - descriptor: a descriptor systemd passed (``ListenedFileDescriptor/adopt(unsetEnvironment:)``).
     ///   - address: what the daemon would bind without socket activation; only its kind (TCP or
     ///     Unix) is checked, and it appears in the messages as the `ListenStream=` to write.
-    /// - Throws: ``ListeningSocketError`` with code `notOpen`, `notASocket`, `notAStreamSocket`,
+    /// - Throws: ``SystemdError`` with code `notOpen`, `notASocket`, `notAStreamSocket`,
     ///   `notListening` or `wrongFamily`.
     public static func adopt(
         _ descriptor: ListenedFileDescriptor,
         for address: Address
-    ) throws(ListeningSocketError) -> ListeningSocket {
+    ) throws(SystemdError) -> ListeningSocket {
         let fd = descriptor.fileDescriptor
         let label = "fd \(fd) '\(descriptor.name)'"
         var info = stat()
         guard fstat(fd, &info) == 0 else {
-            throw ListeningSocketError(
+            throw SystemdError.listeningSocket(
                 .notOpen,
                 "\(label) is not open in this process: check the service's Sockets= and the .socket unit",
                 cause: SystemError(path: label, operation: "stat", errno: errno)
@@ -215,7 +215,7 @@ extension ListeningSocket {
         }
         let kind = info.st_mode & S_IFMT
         guard kind == S_IFSOCK else {
-            throw ListeningSocketError(
+            throw SystemdError.listeningSocket(
                 .notASocket,
                 "\(label) is \(FileSystem.describeKind(kind)), not a socket: pass a socket with ListenStream=\(address) in the .socket unit"
             )
@@ -228,13 +228,13 @@ extension ListeningSocket {
                 case Int32(SOCK_SEQPACKET.rawValue): ("a sequential-packet socket", "ListenSequentialPacket=")
                 default: ("a socket of type \(type), not a stream socket", "another Listen*= line")
                 }
-            throw ListeningSocketError(
+            throw SystemdError.listeningSocket(
                 .notAStreamSocket,
                 "\(label) is \(what): use ListenStream=\(address) (not \(line)) in the .socket unit"
             )
         }
         guard try option(SO_ACCEPTCONN, of: fd, label) != 0 else {
-            throw ListeningSocketError(
+            throw SystemdError.listeningSocket(
                 .notListening,
                 "\(label) is a stream socket that is not listening (a connection, as Accept=yes passes): use Accept=no in the .socket unit"
             )
@@ -251,7 +251,7 @@ extension ListeningSocket {
                 case .tcp: "TCP"
                 case .unix: "a Unix socket"
                 }
-            throw ListeningSocketError(
+            throw SystemdError.listeningSocket(
                 .wrongFamily,
                 "\(label) is \(describeFamily(family)) but this daemon listens on \(asked): use ListenStream=\(address) in the .socket unit"
             )
@@ -259,7 +259,7 @@ extension ListeningSocket {
         let flags = fcntl(fd, F_GETFD)
         guard flags >= 0, fcntl(fd, F_SETFD, flags | FD_CLOEXEC) == 0 else {
             let cause = SystemError(path: label, operation: "set FD_CLOEXEC on", errno: errno)
-            throw ListeningSocketError(.notOpen, "cannot set FD_CLOEXEC on \(label)", cause: cause)
+            throw SystemdError.listeningSocket(.notOpen, "cannot set FD_CLOEXEC on \(label)", cause: cause)
         }
         return ListeningSocket(fileDescriptor: fd, origin: .adopted(name: descriptor.name))
     }
@@ -270,12 +270,16 @@ extension ListeningSocket {
         return getsockopt(descriptor.fileDescriptor, SOL_SOCKET, SO_ACCEPTCONN, &value, &length) == 0 && value != 0
     }
 
-    private static func option(_ name: Int32, of fd: Int32, _ label: String) throws(ListeningSocketError) -> Int32 {
+    private static func option(_ name: Int32, of fd: Int32, _ label: String) throws(SystemdError) -> Int32 {
         var value: Int32 = 0
         var length = socklen_t(MemoryLayout<Int32>.size)
         guard getsockopt(fd, SOL_SOCKET, name, &value, &length) == 0 else {
             let cause = SystemError(path: label, operation: "read socket option \(name) of", errno: errno)
-            throw ListeningSocketError(.notASocket, "cannot read socket option \(name) of \(label)", cause: cause)
+            throw SystemdError.listeningSocket(
+                .notASocket,
+                "cannot read socket option \(name) of \(label)",
+                cause: cause
+            )
         }
         return value
     }
@@ -298,9 +302,9 @@ extension ListeningSocket {
     /// For a Unix path, a socket file left by a process that is gone (connecting is refused) is
     /// removed and the bind retried once.
     ///
-    /// - Throws: ``ListeningSocketError`` with code `invalidAddress` (not a numeric IP address,
+    /// - Throws: ``SystemdError`` with code `invalidAddress` (not a numeric IP address,
     ///   a path too long) or `bindFailed` (with the `errno` and what to do).
-    public static func bind(_ address: Address, backlog: Int32 = 128) throws(ListeningSocketError) -> ListeningSocket {
+    public static func bind(_ address: Address, backlog: Int32 = 128) throws(SystemdError) -> ListeningSocket {
         switch address {
         case .tcp(let host, let port): try bindTCP(host: host, port: port, address: address, backlog: backlog)
         case .unix(let path): try bindUnix(path: path, address: address, backlog: backlog)
@@ -312,7 +316,7 @@ extension ListeningSocket {
         port: UInt16,
         address: Address,
         backlog: Int32
-    ) throws(ListeningSocketError) -> ListeningSocket {
+    ) throws(SystemdError) -> ListeningSocket {
         var bare = Substring(host)
         if bare.hasPrefix("["), bare.hasSuffix("]") { bare = bare.dropFirst().dropLast() }
         var hints = addrinfo()
@@ -324,7 +328,7 @@ extension ListeningSocket {
             bare.isEmpty || bare.utf8.contains(0) ? EAI_NONAME : getaddrinfo(String(bare), String(port), &hints, &list)
         defer { if let list { freeaddrinfo(list) } }
         guard status == 0, let first = list?.pointee, let socketAddress = first.ai_addr else {
-            throw ListeningSocketError(
+            throw SystemdError.listeningSocket(
                 .invalidAddress,
                 "cannot listen on \(address): '\(host)' is not a numeric IPv4 or IPv6 address; use e.g. 127.0.0.1, ::1, 0.0.0.0 (all IPv4) or :: (all)"
             )
@@ -336,7 +340,7 @@ extension ListeningSocket {
         path: String,
         address: Address,
         backlog: Int32
-    ) throws(ListeningSocketError) -> ListeningSocket {
+    ) throws(SystemdError) -> ListeningSocket {
         var storage = sockaddr_un()
         storage.sun_family = sa_family_t(AF_UNIX)
         let capacity = MemoryLayout.size(ofValue: storage.sun_path)
@@ -344,7 +348,7 @@ extension ListeningSocket {
         let bytes = Array(path.utf8)
         // A filesystem path needs its terminating NUL inside sun_path.
         guard !bytes.isEmpty, !bytes.contains(0), bytes.count <= (abstract ? capacity : capacity - 1) else {
-            throw ListeningSocketError(
+            throw SystemdError.listeningSocket(
                 .invalidAddress,
                 "cannot listen on Unix socket '\(path.prefix(200))': a path must be 1 to \(capacity - 1) bytes without NUL (it is \(bytes.count)); choose a shorter path, e.g. under /run"
             )
@@ -392,11 +396,13 @@ extension ListeningSocket {
         _ length: socklen_t,
         _ address: Address,
         _ backlog: Int32
-    ) -> Result<ListeningSocket, ListeningSocketError> {
+    ) -> Result<ListeningSocket, SystemdError> {
         let fd = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else {
             let cause = SystemError(path: "\(address)", operation: "create a socket for", errno: errno)
-            return .failure(ListeningSocketError(.bindFailed, "cannot create a socket for \(address)", cause: cause))
+            return .failure(
+                SystemdError.listeningSocket(.bindFailed, "cannot create a socket for \(address)", cause: cause)
+            )
         }
         var yes: Int32 = 1
         _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
@@ -416,13 +422,15 @@ extension ListeningSocket {
                 default: "check the address"
                 }
             let cause = SystemError(path: "\(address)", operation: "bind", errno: code)
-            return .failure(ListeningSocketError(.bindFailed, "cannot bind \(address): \(advice)", cause: cause))
+            return .failure(
+                SystemdError.listeningSocket(.bindFailed, "cannot bind \(address): \(advice)", cause: cause)
+            )
         }
         guard listen(fd, max(backlog, 1)) == 0 else {
             let code = errno
             _ = Glibc.close(fd)
             let cause = SystemError(path: "\(address)", operation: "listen on", errno: code)
-            return .failure(ListeningSocketError(.bindFailed, "cannot listen on \(address)", cause: cause))
+            return .failure(SystemdError.listeningSocket(.bindFailed, "cannot listen on \(address)", cause: cause))
         }
         return .success(ListeningSocket(fileDescriptor: fd, origin: .bound))
     }

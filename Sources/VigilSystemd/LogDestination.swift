@@ -1,7 +1,7 @@
 import Logging
 
 /// Where a daemon's log entries go, chosen from the environment and overridable.
-public enum LogDestination: Sendable, Hashable {
+package enum LogDestination: Sendable, Hashable {
     /// Native journal entries (stderr is the journal: `JOURNAL_STREAM` matches fd 2).
     case journal
     /// `<N>`-prefixed lines on stderr (under a service manager, stderr not the journal).
@@ -11,14 +11,14 @@ public enum LogDestination: Sendable, Hashable {
 
     /// The destination for this environment: the journal when stderr is the journal, prefixed
     /// lines when under a service manager otherwise, readable lines else.
-    public static func automatic(_ environment: ServiceManagerEnvironment = .current()) -> Self {
+    package static func automatic(_ environment: ServiceManagerEnvironment = .current()) -> Self {
         if environment.stderrIsJournal { return .journal }
         if environment.isUnderServiceManager { return .syslogPrefixedStderr }
         return .terminal(colors: environment.stderrIsTerminal && !environment.noColor)
     }
 
     /// Parses an override: `journal`, `syslog` (prefixed), `terminal`, `auto`.
-    public init?(name: String, environment: ServiceManagerEnvironment = .current()) {
+    package init?(name: String, environment: ServiceManagerEnvironment = .current()) {
         switch name {
         case "journal": self = .journal
         case "syslog", "prefixed": self = .syslogPrefixedStderr
@@ -34,7 +34,7 @@ public enum LogDestination: Sendable, Hashable {
     ///   - label: the logger's label.
     ///   - identifier: `SYSLOG_IDENTIFIER` for journal entries.
     ///   - levelControl: the shared, run-time adjustable level.
-    public func makeHandler(
+    package func makeHandler(
         label: String,
         identifier: String,
         levelControl: LogLevelControl

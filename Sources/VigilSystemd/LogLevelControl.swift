@@ -27,7 +27,7 @@ public final class LogLevelControl: Sendable {
 extension Logger.Level {
     /// The syslog priority journald and sd-daemon(3) prefixes use: trace and debug → 7,
     /// info → 6, notice → 5, warning → 4, error → 3, critical → 2.
-    public var syslogPriority: Int {
+    package var syslogPriority: Int {
         switch self {
         case .trace, .debug: 7
         case .info: 6

@@ -21,9 +21,9 @@ import VigilPlatform
 /// Each event calls the handler, on the event loop's thread under ``VigilEventLoop/EventLoopExecutor`` (else
 /// on a thread of the watch's own); ``Vigil/Daemon`` turns it into a memory-pressure lifecycle event.
 /// Nothing here blocks: the open is non-blocking, the socket's connect too.
-public final class MemoryPressureWatch: Sendable {
+package final class MemoryPressureWatch: Sendable {
     /// What `$MEMORY_PRESSURE_WATCH` named.
-    public enum Kind: String, Sendable, Hashable {
+    package enum Kind: String, Sendable, Hashable {
         /// A PSI file: `POLLPRI` after the trigger was written.
         case pressureFile = "PSI file"
         /// A FIFO: `POLLIN`, bytes discarded.
@@ -33,11 +33,11 @@ public final class MemoryPressureWatch: Sendable {
     }
 
     /// The path watched.
-    public let path: String
+    package let path: String
     /// What it is.
-    public let kind: Kind
+    package let kind: Kind
     /// The bytes written after opening it (the PSI trigger), decoded from `$MEMORY_PRESSURE_WRITE`.
-    public let written: [UInt8]
+    package let written: [UInt8]
     private let descriptor: Int32
     private let watch: Mutex<DescriptorWatch?>
 
@@ -48,7 +48,7 @@ public final class MemoryPressureWatch: Sendable {
     /// - Throws: ``VigilPOSIX/SystemError`` when the path cannot be watched (missing, not a PSI file in
     ///   procfs or cgroupfs, FIFO or socket, the trigger refused by the kernel) or `$MEMORY_PRESSURE_WRITE` is not
     ///   Base64.
-    public static func fromEnvironment(
+    package static func fromEnvironment(
         handler: @escaping @Sendable () -> Void
     ) throws(SystemError) -> MemoryPressureWatch? {
         let environment = { (name: String) in getenv(name).map { String(cString: $0) } }
@@ -183,7 +183,7 @@ public final class MemoryPressureWatch: Sendable {
     }
 
     /// Stops watching and closes the descriptor. Idempotent.
-    public func cancel() {
+    package func cancel() {
         guard let watch = watch.withLock({ $0.take() }) else { return }
         watch.cancel()
         close(descriptor)
@@ -192,7 +192,7 @@ public final class MemoryPressureWatch: Sendable {
     deinit { cancel() }
 
     /// `some 200000 2000000`, for messages: a trigger up to its first NUL.
-    public static func text(_ bytes: [UInt8]) -> String {
+    package static func text(_ bytes: [UInt8]) -> String {
         String(decoding: bytes.prefix { $0 != 0 }.prefix(80), as: UTF8.self)
     }
 

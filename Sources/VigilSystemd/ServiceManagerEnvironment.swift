@@ -2,29 +2,29 @@ import VigilPlatform
 
 /// What the process can tell about the service manager that started it, from the variables
 /// systemd sets — never from the parent's process name.
-public struct ServiceManagerEnvironment: Sendable, Hashable {
+package struct ServiceManagerEnvironment: Sendable, Hashable {
     /// `NOTIFY_SOCKET`: where readiness goes (`Type=notify`).
-    public var notifySocket: String?
+    package var notifySocket: String?
     /// `true` when `JOURNAL_STREAM` names the very file stderr is (`st_dev:st_ino`), so the
     /// native journal protocol can replace stderr lines.
-    public var stderrIsJournal: Bool
+    package var stderrIsJournal: Bool
     /// `INVOCATION_ID`: set for every unit run.
-    public var invocationID: String?
+    package var invocationID: String?
     /// `true` when `SYSTEMD_EXEC_PID` is this process.
-    public var isExecutedProcess: Bool
+    package var isExecutedProcess: Bool
     /// `true` when stderr is a terminal.
-    public var stderrIsTerminal: Bool
+    package var stderrIsTerminal: Bool
     /// `true` when `NO_COLOR` is set (https://no-color.org).
-    public var noColor: Bool
+    package var noColor: Bool
 
     /// Under a service manager: any of `NOTIFY_SOCKET`, a matching `JOURNAL_STREAM`,
     /// `SYSTEMD_EXEC_PID` naming this process, or `INVOCATION_ID`.
-    public var isUnderServiceManager: Bool {
+    package var isUnderServiceManager: Bool {
         notifySocket != nil || stderrIsJournal || isExecutedProcess || invocationID != nil
     }
 
     /// Reads this process's environment and stderr.
-    public static func current() -> Self {
+    package static func current() -> Self {
         var info = stat()
         let stderrID: (UInt64, UInt64)? =
             fstat(2, &info) == 0 ? (UInt64(info.st_dev), UInt64(info.st_ino)) : nil
@@ -43,7 +43,7 @@ public struct ServiceManagerEnvironment: Sendable, Hashable {
     ///   - stderr: `st_dev` and `st_ino` of fd 2, or `nil` when it is closed.
     ///   - stderrIsTerminal: whether fd 2 is a TTY.
     ///   - pid: this process's pid.
-    public init(
+    package init(
         environment: (String) -> String?,
         stderr: (device: UInt64, inode: UInt64)?,
         stderrIsTerminal: Bool,

@@ -87,14 +87,14 @@ public struct StderrLogHandler: LogHandler {
     /// `text` with every control character spelled out (`\n`, `\r`, `\t`, `\x1B`, `\u{85}`)
     /// and backslashes doubled, so an entry stays one line and a message cannot forge a
     /// `<0>` prefix, a second line or a terminal escape sequence.
-    public static func escaped(_ text: String) -> String {
+    package static func escaped(_ text: String) -> String {
         var line = EscapedLine(capacity: 0)
         guard line.appendEscaped(text, unlessClean: true) else { return text }
         return String(decoding: line.bytes, as: UTF8.self)
     }
 
     /// One entry as a line, without the newline (tests call this directly).
-    public static func line(
+    package static func line(
         format: Format,
         label: String,
         level: Logger.Level,

@@ -43,13 +43,13 @@ public enum StoredSnapshot {
     ///   - name: the `FDNAME=`: 1 to 255 printable ASCII characters, no `:`.
     /// - Returns: `false` when no service manager listens (`NOTIFY_SOCKET` unset): nothing was
     ///   stored.
-    /// - Throws: ``StoredSnapshotError``: `invalidName`, `tooLarge`, or `storeFailed` (the
+    /// - Throws: ``SystemdError``: `invalidName`, `tooLarge`, or `storeFailed` (the
     ///   memory file could not be made or sealed, or the send failed; the cause says why).
     @discardableResult
-    public static func store(_ bytes: [UInt8], name: String) throws(StoredSnapshotError) -> Bool {
+    public static func store(_ bytes: [UInt8], name: String) throws(SystemdError) -> Bool {
         try validate(name)
         guard bytes.count <= sizeLimit else {
-            throw StoredSnapshotError(
+            throw SystemdError.snapshot(
                 .tooLarge,
                 name: name,
                 "snapshot '\(name)' is \(FileSystem.describeSize(bytes.count)), over the limit of "
@@ -61,14 +61,14 @@ public enum StoredSnapshot {
         do {
             file = try makeSealedFile(bytes, name: name)
         } catch {
-            throw StoredSnapshotError(.storeFailed, name: name, "cannot make snapshot '\(name)'", cause: error)
+            throw SystemdError.snapshot(.storeFailed, name: name, "cannot make snapshot '\(name)'", cause: error)
         }
         defer { close(file) }
         do {
             try SystemdNotifier().send("FDSTOREREMOVE=1\nFDNAME=\(name)", passing: nil)
             return try SystemdNotifier().send("FDSTORE=1\nFDNAME=\(name)", passing: file)
         } catch {
-            throw StoredSnapshotError(
+            throw SystemdError.snapshot(
                 .storeFailed,
                 name: name,
                 "cannot hand snapshot '\(name)' to systemd's file-descriptor store (FDSTORE=1)",
@@ -80,12 +80,12 @@ public enum StoredSnapshot {
     /// Removes what is stored under `name` (`FDSTOREREMOVE=1`), so that the next start gets no
     /// stale snapshot. Returns `false` when `NOTIFY_SOCKET` is unset.
     @discardableResult
-    public static func remove(name: String) throws(StoredSnapshotError) -> Bool {
+    public static func remove(name: String) throws(SystemdError) -> Bool {
         try validate(name)
         do {
             return try SystemdNotifier().send("FDSTOREREMOVE=1\nFDNAME=\(name)", passing: nil)
         } catch {
-            throw StoredSnapshotError(.storeFailed, name: name, "cannot remove snapshot '\(name)'", cause: error)
+            throw SystemdError.snapshot(.storeFailed, name: name, "cannot remove snapshot '\(name)'", cause: error)
         }
     }
 
@@ -94,16 +94,16 @@ public enum StoredSnapshot {
     ///
     /// - Important: Reads the socket-activation variables as ``ListenedFileDescriptor/adopt(unsetEnvironment:)``
     ///   does (and unsets them); a snapshot can be restored once per process.
-    /// - Throws: ``StoredSnapshotError`` with code `invalid` when what came under `name` is not
+    /// - Throws: ``SystemdError`` with code `invalid` when what came under `name` is not
     ///   a snapshot (not a regular file, not sealed, too large, unreadable); `invalidName`;
     ///   or the socket-activation error when the variables are malformed.
-    public static func restore(name: String) throws(StoredSnapshotError) -> [UInt8]? {
+    public static func restore(name: String) throws(SystemdError) -> [UInt8]? {
         try validate(name)
         let passed: [ListenedFileDescriptor]
         do {
             passed = try SocketActivation.passed(unsetEnvironment: true)
         } catch {
-            throw StoredSnapshotError(.invalid, name: name, "cannot restore snapshot '\(name)': \(error)")
+            throw SystemdError.snapshot(.invalid, name: name, "cannot restore snapshot '\(name)': \(error)")
         }
         // The last one under the name: store() removes older ones, but a store from before may not have.
         guard let descriptor = passed.last(where: { $0.name == name })?.fileDescriptor,
@@ -114,9 +114,9 @@ public enum StoredSnapshot {
     }
 
     /// The bytes of a passed snapshot file, validated.
-    package static func read(_ descriptor: Int32, name: String) throws(StoredSnapshotError) -> [UInt8] {
-        func invalid(_ why: String, errno code: Int32? = nil) -> StoredSnapshotError {
-            StoredSnapshotError(
+    package static func read(_ descriptor: Int32, name: String) throws(SystemdError) -> [UInt8] {
+        func invalid(_ why: String, errno code: Int32? = nil) -> SystemdError {
+            SystemdError.snapshot(
                 .invalid,
                 name: name,
                 "fd \(descriptor) '\(name)' is not a snapshot: \(why)",
@@ -167,62 +167,13 @@ public enum StoredSnapshot {
         return file
     }
 
-    private static func validate(_ name: String) throws(StoredSnapshotError) {
+    private static func validate(_ name: String) throws(SystemdError) {
         guard ListeningSocket.isValidStoreName(name) else {
-            throw StoredSnapshotError(
+            throw SystemdError.snapshot(
                 .invalidName,
                 name: name,
                 "'\(StderrLogHandler.escaped(String(name.prefix(80))))' is no snapshot name: a name (FDNAME=) is 1 to 255 printable ASCII characters without ':'"
             )
         }
-    }
-}
-
-/// Storing or restoring a ``StoredSnapshot`` failed: which one, why, and what to change.
-public struct StoredSnapshotError: Error, Hashable, CustomStringConvertible {
-    /// What kind of failure this is; compare with the static members.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
-        private enum Base: Hashable, Sendable {
-            case invalidName, tooLarge, storeFailed, invalid
-        }
-
-        private let base: Base
-        private init(_ base: Base) { self.base = base }
-
-        /// The name is not a valid `FDNAME=`.
-        public static let invalidName = Self(.invalidName)
-        /// The snapshot is over ``StoredSnapshot/sizeLimit``.
-        public static let tooLarge = Self(.tooLarge)
-        /// Making, sealing or sending the snapshot failed.
-        public static let storeFailed = Self(.storeFailed)
-        /// What came back under the name is not a valid snapshot (or the socket-activation
-        /// variables are malformed).
-        public static let invalid = Self(.invalid)
-
-        public var description: String { "\(base)" }
-    }
-
-    /// What kind of failure this is.
-    public let code: Code
-    /// The snapshot's name.
-    public let name: String
-    /// What happened.
-    public let message: String
-    /// The failed system call underneath, when one failed.
-    public let cause: SystemError?
-
-    /// The `errno` of the failed system call, when one failed.
-    public var errno: Int32? { cause?.errno }
-
-    init(_ code: Code, name: String, _ message: String, cause: SystemError? = nil) {
-        self.code = code
-        self.name = name
-        self.message = message
-        self.cause = cause
-    }
-
-    public var description: String {
-        guard let cause else { return message }
-        return "\(message): \(cause)"
     }
 }

@@ -1,7 +1,143 @@
 import VigilPOSIX
 
-/// The former name of the error a failed send to the service manager's notify socket throws:
-/// it is the one errno-carrying ``VigilPOSIX/SystemError`` now (`errno`, and the socket's address as
-/// `path`).
-@available(*, deprecated, renamed: "SystemError")
-public typealias SystemdError = SystemError
+/// What failed in this module: a listening socket, an accepted connection, a credential or a
+/// stored snapshot. One type with a ``Code``, as swift-system's `Errno` or NIO's `IOError`.
+///
+/// The ``message`` says what happened and what to change — usually a line of the unit
+/// (`LoadCredential=`, `ListenStream=`, `FileDescriptorStoreMax=`); compare ``code`` with the
+/// static members of ``Code``, never the message.
+public struct SystemdError: Error, Hashable, CustomStringConvertible {
+    /// What kind of failure this is; compare with the static members.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private enum Base: Hashable, Sendable {
+            case malformedEnvironment, notPassed, ambiguousName, alreadyAdopted, notOpen, notASocket
+            case notAStreamSocket, notListening, wrongFamily, invalidAddress, bindFailed, storeFailed
+            case lineTooLong, endedMidLine, notUTF8, timedOut, stopDeadlinePassed, closed, cancelled, failed
+            case invalidName, missing, unreadable, tooLarge, invalid
+        }
+
+        private let base: Base
+        private init(_ base: Base) { self.base = base }
+
+        // Socket activation (`ListeningSocket`, `ListenedFileDescriptor`).
+
+        /// `LISTEN_PID`, `LISTEN_FDS` or `LISTEN_FDNAMES` is not what systemd sets.
+        public static let malformedEnvironment = Self(.malformedEnvironment)
+        /// systemd passed descriptors, but none under the requested name.
+        public static let notPassed = Self(.notPassed)
+        /// systemd passed several descriptors under the requested name.
+        public static let ambiguousName = Self(.ambiguousName)
+        /// The descriptor under this name was already adopted in this process.
+        public static let alreadyAdopted = Self(.alreadyAdopted)
+        /// The descriptor announced is not open in this process.
+        public static let notOpen = Self(.notOpen)
+        /// The descriptor is not a socket (a pipe, a file, …).
+        public static let notASocket = Self(.notASocket)
+        /// The socket is not a stream socket (`ListenDatagram=`, `ListenSequentialPacket=`).
+        public static let notAStreamSocket = Self(.notAStreamSocket)
+        /// The stream socket is not listening (a connection, as `Accept=yes` passes).
+        public static let notListening = Self(.notListening)
+        /// The socket's address family does not match the address asked for (TCP or Unix).
+        public static let wrongFamily = Self(.wrongFamily)
+        /// The address to bind is not usable (not a numeric IP address, a path too long).
+        public static let invalidAddress = Self(.invalidAddress)
+        /// `socket`, `bind` or `listen` failed; ``SystemdError/errno`` says why.
+        public static let bindFailed = Self(.bindFailed)
+        /// Handing a socket or a snapshot to systemd's file-descriptor store failed (making,
+        /// sealing or sending it with `FDSTORE=1`).
+        public static let storeFailed = Self(.storeFailed)
+
+        // Accepted connections (`Connection`).
+
+        /// A line longer than the reader's `maximumBytes` (without its line break).
+        public static let lineTooLong = Self(.lineTooLong)
+        /// The peer closed its side in the middle of a line.
+        public static let endedMidLine = Self(.endedMidLine)
+        /// Bytes that are not UTF-8: a line (``Connection/readLine(maximumBytes:timeout:)``) or a
+        /// credential read as text (``Credentials/readString(_:)``).
+        public static let notUTF8 = Self(.notUTF8)
+        /// The call's own `timeout` passed first.
+        public static let timedOut = Self(.timedOut)
+        /// The daemon is stopping and the deadline it handed the connection passed.
+        public static let stopDeadlinePassed = Self(.stopDeadlinePassed)
+        /// The connection was closed by this process.
+        public static let closed = Self(.closed)
+        /// The calling task was cancelled.
+        public static let cancelled = Self(.cancelled)
+        /// A system call on the connection failed (the peer reset it, say): ``SystemdError/cause``.
+        public static let failed = Self(.failed)
+
+        // Credentials and stored snapshots.
+
+        /// The name is not one systemd can give a credential, or not a valid `FDNAME=`.
+        public static let invalidName = Self(.invalidName)
+        /// `CREDENTIALS_DIRECTORY` is unset or holds no credential of that name: the unit does
+        /// not supply it.
+        public static let missing = Self(.missing)
+        /// The credential exists but is not a regular file, is too large, or cannot be read.
+        public static let unreadable = Self(.unreadable)
+        /// The snapshot is over ``StoredSnapshot/sizeLimit``.
+        public static let tooLarge = Self(.tooLarge)
+        /// What came back under the name is not a valid snapshot (or the socket-activation
+        /// variables are malformed).
+        public static let invalid = Self(.invalid)
+
+        public var description: String { "\(base)" }
+    }
+
+    /// How ``description`` shows the ``cause``: each family of failures kept its own words.
+    package enum CauseStyle: Hashable, Sendable {
+        /// The message says it all.
+        case none
+        /// `message (reason, errno N)`: socket activation.
+        case parenthesized
+        /// `message: cause`: stored snapshots.
+        case appended
+    }
+
+    /// What kind of failure this is.
+    public let code: Code
+    /// The credential's or the snapshot's name as asked for; `nil` for sockets and connections.
+    public let name: String?
+    /// What happened and what to do.
+    public let message: String
+    /// The failed system call underneath, when one failed: its `errno`, what it did and to what.
+    public let cause: SystemError?
+    private let causeStyle: CauseStyle
+
+    /// The `errno` of the failed system call, when one failed.
+    public var errno: Int32? { cause?.errno }
+
+    package init(
+        _ code: Code,
+        name: String? = nil,
+        _ message: String,
+        cause: SystemError? = nil,
+        causeStyle: CauseStyle = .none
+    ) {
+        self.code = code
+        self.name = name
+        self.message = message
+        self.cause = cause
+        self.causeStyle = causeStyle
+    }
+
+    /// A socket-activation failure: the description adds the failed call's reason and errno.
+    package static func listeningSocket(_ code: Code, _ message: String, cause: SystemError? = nil) -> Self {
+        Self(code, message, cause: cause, causeStyle: .parenthesized)
+    }
+
+    /// A stored-snapshot failure: the description adds the failed call.
+    package static func snapshot(_ code: Code, name: String, _ message: String, cause: SystemError? = nil) -> Self {
+        Self(code, name: name, message, cause: cause, causeStyle: .appended)
+    }
+
+    public var description: String {
+        guard let cause else { return message }
+        switch causeStyle {
+        case .none: return message
+        case .parenthesized: return "\(message) (\(cause.reason), errno \(cause.errno))"
+        case .appended: return "\(message): \(cause)"
+        }
+    }
+}

@@ -64,10 +64,10 @@ public struct Watchdog: Sendable {
     /// probe through every listener in a quarter of it. `Daemon` refuses to start under a
     /// shorter `WatchdogSec=` (systemd would kill the daemon anyway, and pinging every few
     /// microseconds would take a CPU).
-    public static let minimumInterval: Duration = .milliseconds(10)
+    package static let minimumInterval: Duration = .milliseconds(10)
 
     /// Why ``interval`` is too short to keep (below ``minimumInterval``), or `nil`.
-    public var tooShort: String? {
+    package var tooShort: String? {
         guard interval < Self.minimumInterval else { return nil }
         let micros = interval.components.seconds * 1_000_000 + interval.components.attoseconds / 1_000_000_000_000
         return "WatchdogSec= is \(micros) µs (WATCHDOG_USEC=\(micros)), shorter than the 10 ms a daemon can keep "
@@ -76,14 +76,14 @@ public struct Watchdog: Sendable {
     }
 
     /// How often a healthy daemon pings: half the interval.
-    public var pingInterval: Duration { interval / 2 }
+    package var pingInterval: Duration { interval / 2 }
 
     /// How long a probe may take before the daemon counts as wedged: a quarter of the interval,
     /// so a ping that follows still lands well before systemd's deadline.
-    public var probeTimeout: Duration { interval / 4 }
+    package var probeTimeout: Duration { interval / 4 }
 
     /// What a health probe found.
-    public enum Health: Sendable, Hashable {
+    package enum Health: Sendable, Hashable {
         /// The mediator answered in time and every listener is healthy: ping.
         case healthy
         /// The mediator is wedged or a listener is unhealthy: withhold the ping (and say so).
@@ -108,7 +108,7 @@ public struct Watchdog: Sendable {
     ///     ``probeTimeout``) withholds the ping; ``Health/stopping`` ends the loop without a word.
     ///   - ping: sends `WATCHDOG=1`.
     ///   - missed: told about each withheld ping.
-    public func run(
+    package func run(
         probe: @Sendable (Duration) async -> Health,
         ping: @Sendable () -> Void,
         missed: @Sendable () -> Void = {}

@@ -1,14 +1,15 @@
 import VigilLifecycle
+import VigilSystemd
 
-/// A `ServiceManagerNotifier` that records every notification, for tests.
+/// A notifier (the lifecycle's `ServiceManagerNotifier` seam) that records every notification, for tests.
 public final class RecordingNotifier: ServiceManagerNotifier {
     /// Each notification's messages, in order.
-    public let notifications = AsyncRecorder<[NotifyMessage]>()
+    package let notifications = AsyncRecorder<[NotifyMessage]>()
 
     /// Creates an empty recorder.
     public init() {}
 
-    public func notify(_ messages: [NotifyMessage]) throws {
+    package func notify(_ messages: [NotifyMessage]) throws {
         notifications.append(messages)
     }
 
@@ -23,7 +24,7 @@ public final class RecordingNotifier: ServiceManagerNotifier {
     }
 }
 
-/// A ``VigilLifecycle/LifecycleObserver`` that records every record, for tests.
+/// A ``LifecycleObserver`` that records every record, for tests.
 public final class RecordingObserver: LifecycleObserver {
     /// The records, in order.
     public let records = AsyncRecorder<LifecycleRecord>()

@@ -84,7 +84,7 @@ for action in CommandLine.arguments.dropFirst() {
             report("error: \(error)")
         }
     case "store":
-        do throws(ListeningSocketError) {
+        do throws(SystemdError) {
             let socket = try ListeningSocket(name: argument, orBind: .tcp(host: "127.0.0.1", port: 0))
             let stored = try socket.storeInServiceManager(name: argument)
             let open = fcntl(socket.fileDescriptor, F_GETFD) >= 0
@@ -126,27 +126,27 @@ for action in CommandLine.arguments.dropFirst() {
             report("error errno=\(error.errno): \(error)")
         }
     case "credential":
-        do throws(CredentialError) {
+        do throws(SystemdError) {
             report("credential \(argument)=\(try Credentials.readString(argument))")
         } catch {
             report("error code=\(error.code): \(error)")
         }
     case "snapshot-store":
         let parts = argument.split(separator: ":", maxSplits: 1).map(String.init)
-        do throws(StoredSnapshotError) {
+        do throws(SystemdError) {
             report("stored=\(try StoredSnapshot.store(Array((parts.count > 1 ? parts[1] : "").utf8), name: parts[0]))")
         } catch {
             report("error code=\(error.code): \(error)")
         }
     case "snapshot-restore":
-        do throws(StoredSnapshotError) {
+        do throws(SystemdError) {
             let bytes = try StoredSnapshot.restore(name: argument)
             report("restored \(argument)" + (bytes.map { "=" + String(decoding: $0, as: UTF8.self) } ?? " none"))
         } catch {
             report("error code=\(error.code): \(error)")
         }
     case "snapshot-bump":
-        do throws(StoredSnapshotError) {
+        do throws(SystemdError) {
             let previous = try StoredSnapshot.restore(name: argument).flatMap {
                 Int(String(decoding: $0, as: UTF8.self))
             }

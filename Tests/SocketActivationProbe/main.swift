@@ -12,7 +12,7 @@
 // With --emfile (in place of --store PORT) it serves lines as --lines does, with RLIMIT_NOFILE
 // lowered so that exactly two connections can be open, and AcceptedConnections' log lines
 // printed to stdout ("<level> <message>").
-// A ListeningSocketError is printed as "error: CODE: MESSAGE" with exit status 1.
+// A SystemdError is printed as "error: CODE: MESSAGE" with exit status 1.
 import Logging
 import VigilPlatform
 import VigilSystemd
@@ -51,7 +51,7 @@ func variable(_ name: String) -> String {
 }
 
 let socket: ListeningSocket
-do throws(ListeningSocketError) {
+do throws(SystemdError) {
     // --lines serves a Unix socket (an abstract one of its own when nothing was passed).
     let address: ListeningSocket.Address =
         servesLines ? .unix(path: "@vigil-socket-probe-\(getpid())") : .tcp(host: "127.0.0.1", port: storePort ?? 0)
@@ -70,7 +70,7 @@ let origin =
     }
 // A second request for the same name: adopted sockets are handed out once per process.
 let again: String
-do throws(ListeningSocketError) {
+do throws(SystemdError) {
     let second = try ListeningSocket(name: name, orBind: .tcp(host: "127.0.0.1", port: storePort ?? 0))
     again = second.origin == .bound ? "bound" : "adopted"
 } catch {

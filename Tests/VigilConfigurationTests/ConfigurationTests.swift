@@ -149,7 +149,7 @@ import VigilTesting
             daemon.group.requestReload()
             try await daemon.notifier.notifications.wait { all in
                 all.contains {
-                    NotifyMessage.datagram($0).contains(
+                    $0.map(\.description).joined().contains(
                         #"reload rejected: part: name: this part cannot take "forbidden""#
                     )
                 }

@@ -1,5 +1,6 @@
 import Testing
 import VigilConfiguration
+import VigilPOSIX
 
 @Suite struct DisplayTextTests {
     @Test func quotedEscapesControlCharactersAndCutsLongValues() {

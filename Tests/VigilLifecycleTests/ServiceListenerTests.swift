@@ -13,7 +13,7 @@ private final class Timeline: ServiceManagerNotifier, LifecycleObserver {
     init(_ log: AsyncRecorder<String>) { self.log = log }
 
     func notify(_ messages: [NotifyMessage]) throws {
-        for message in messages { log.append("notify \(NotifyMessage.datagram([message]))") }
+        for message in messages { log.append("notify \(message)") }
     }
 
     func observe(_ record: LifecycleRecord) {
@@ -81,11 +81,11 @@ struct BindFailed: Error, CustomStringConvertible {
         let running = Task { try await group.run() }
         try await log.wait { $0.contains("server.binding") }
         // The start hook waits for the bind, so READY=1 cannot have gone out.
-        #expect(!log.values.contains("notify READY=1"))
+        #expect(!log.values.contains("notify ready"))
         bind.open()
-        try await log.wait { $0.contains("notify READY=1") }
+        try await log.wait { $0.contains("notify ready") }
         let values = log.values
-        #expect(try #require(index("server.bound", in: values)) < #require(index("notify READY=1", in: values)))
+        #expect(try #require(index("server.bound", in: values)) < #require(index("notify ready", in: values)))
         group.requestTermination(.requested("test"))
         try await running.value
     }
@@ -98,9 +98,9 @@ struct BindFailed: Error, CustomStringConvertible {
         #expect(error?.code == .startFailed)
         #expect(error?.listener == "http")
         let values = log.values
-        #expect(!values.contains("notify READY=1"))
+        #expect(!values.contains("notify ready"))
         #expect(
-            values.contains("notify STATUS=Failed to start: http cannot bind 127.0.0.1:8080: address already in use")
+            values.contains("notify status: Failed to start: http cannot bind 127.0.0.1:8080: address already in use")
         )
         #expect(values.contains("record startFailed http: cannot bind 127.0.0.1:8080: address already in use"))
     }
@@ -113,7 +113,7 @@ struct BindFailed: Error, CustomStringConvertible {
             error?.message
                 == "Start-up failed: 'quick' ended before it was ready (it returned without calling ready())."
         )
-        #expect(!log.values.contains("notify READY=1"))
+        #expect(!log.values.contains("notify ready"))
     }
 
     @Test func aPartNotReadyWithinTheStartBudgetIsCancelledAndFailsTheStart() async throws {
@@ -145,7 +145,7 @@ struct BindFailed: Error, CustomStringConvertible {
         let other = RecordingListener("configuration", log: log)
         let daemon = try makeGroup([other, http], log: log)
         let running = Task { try await daemon.run() }
-        try await log.wait { $0.contains("notify READY=1") }
+        try await log.wait { $0.contains("notify ready") }
         daemon.requestTermination(.requested("test"))
         try await log.wait { $0.contains("server.draining") }
         // An operation is in flight: the part has not ended, so the lifecycle has not stopped.
@@ -174,7 +174,7 @@ struct BindFailed: Error, CustomStringConvertible {
         }
         let group = try makeGroup([stubborn], log: log)
         let running = Task { try await group.run() }
-        try await log.wait { $0.contains("notify READY=1") }
+        try await log.wait { $0.contains("notify ready") }
         group.requestTermination(.requested("test"))
         let error = await #expect(throws: ListenerGroupError.self) { try await running.value }
         #expect(error?.code == .stopFailed)
@@ -201,7 +201,7 @@ struct BindFailed: Error, CustomStringConvertible {
         )
         let group = try makeGroup([worker], log: log)
         let running = Task { try await group.run() }
-        try await log.wait { $0.contains("notify READY=1") }
+        try await log.wait { $0.contains("notify ready") }
         crash.open()
         let error = await #expect(throws: ListenerGroupError.self) { try await running.value }
         #expect(error?.code == .stopFailed)
@@ -209,7 +209,7 @@ struct BindFailed: Error, CustomStringConvertible {
         #expect(error?.message == "Stopped with errors: 'worker' \(reason)")
         let values = log.values
         #expect(values.contains("record fatalFault worker: \(reason)"))
-        #expect(values.contains("notify WATCHDOG=trigger"))
+        #expect(values.contains("notify watchdog trigger"))
     }
 
     @Test func theContextCarriesTheBudgetsAListenerIsHeldTo() async throws {
@@ -334,7 +334,7 @@ struct BindFailed: Error, CustomStringConvertible {
         )
         let group = try makeGroup([LimitSource(), part], log: log)
         let running = Task { try await group.run() }
-        try await log.wait { $0.contains("notify READY=1") }
+        try await log.wait { $0.contains("notify ready") }
         group.requestReload()
         try await log.wait { $0.contains("part.commit 2") }
         group.requestReload()
@@ -361,7 +361,7 @@ struct BindFailed: Error, CustomStringConvertible {
         }
         let group = try makeGroup([part], log: log)
         let running = Task { try await group.run() }
-        try await log.wait { $0.contains("notify READY=1") }
+        try await log.wait { $0.contains("notify ready") }
         let before = ContinuousClock.now
         group.requestTermination(.requested("test"))
         try await running.value

@@ -46,20 +46,6 @@ import VigilTesting
         #expect(ProcessSignal.realTime(0).description == "SIGRTMIN")
         #expect(ProcessSignal.realTime(5).description == "SIGRTMIN+5")
     }
-
-    @Test func notifyMessagesSpellSdNotify() {
-        #expect(
-            NotifyMessage.datagram([.reloading(monotonicMicroseconds: 42), .status("a\nb")])
-                == "RELOADING=1\nMONOTONIC_USEC=42\nSTATUS=a b"
-        )
-        #expect(
-            NotifyMessage.datagram([.stopping, .errno(2), .extendTimeout(microseconds: 5)])
-                == "STOPPING=1\nERRNO=2\nEXTEND_TIMEOUT_USEC=5"
-        )
-        #expect(
-            NotifyMessage.datagram([.watchdog, .watchdogTrigger, .ready]) == "WATCHDOG=1\nWATCHDOG=trigger\nREADY=1"
-        )
-    }
 }
 
 /// Real signals sent to this process. Only user signals, `SIGALRM` and real-time signals: stop

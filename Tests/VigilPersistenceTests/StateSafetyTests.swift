@@ -57,7 +57,8 @@ private func validCount(_ counter: Counter) throws(InvalidValue) {
             ]
         )
         try await poll(until: "the lease is held") { access(ready, F_OK) == 0 }
-        let error = #expect(throws: StateStore.Unreadable.self) { try StateStore(path: path) }
+        let error = #expect(throws: StateStoreError.self) { try StateStore(path: path) }
+        #expect(error?.code == .unreadable)
         #expect(
             error?.description.contains("another process holds a lease or lock on it") == true,
             "\(String(describing: error))"
@@ -88,10 +89,11 @@ private func validCount(_ counter: Counter) throws(InvalidValue) {
             ),
         ]
         for (text, expected) in cases {
-            let error = #expect(throws: StateStore.InvalidFile.self) { try StateStore.parse(Array(text.utf8)) }
+            let error = #expect(throws: StateStoreError.self) { try StateStore.parse(Array(text.utf8)) }
+            #expect(error?.code == .invalidFile)
             #expect(error?.description == expected, "\(text)")
         }
-        #expect(throws: StateStore.NewerFormat.self) { try StateStore.parse(Array(#"{"formatVersion": 2}"#.utf8)) }
+        #expect(throws: StateStoreError.self) { try StateStore.parse(Array(#"{"formatVersion": 2}"#.utf8)) }
     }
 
     @Test func aValueThatDoesNotDecodeIsMovedAsideWithTheOriginalBytesAndAReadableReason() throws {
@@ -100,7 +102,8 @@ private func validCount(_ counter: Counter) throws(InvalidValue) {
         writeFile(path, original)
         let store = try StateStore(path: path)
         #expect(store.restored.movedAside == nil, "the file parses")
-        let error = #expect(throws: StateStore.InvalidEntry.self) { try store.value(Counter.self, forKey: "heartbeat") }
+        let error = #expect(throws: StateStoreError.self) { try store.value(Counter.self, forKey: "heartbeat") }
+        #expect(error?.code == .invalidEntry)
         #expect(
             error?.description
                 == "\(path):1:47: heartbeat.count: expected a whole number, found the string \"many\"; moved the file to \(path).corrupt-1"
@@ -118,7 +121,7 @@ private func validCount(_ counter: Counter) throws(InvalidValue) {
         let original = #"{"formatVersion":1,"heartbeat":{"count":9223372036854775807}}"#
         writeFile(path, original)
         let store = try StateStore(path: path)
-        let error = #expect(throws: StateStore.InvalidEntry.self) {
+        let error = #expect(throws: StateStoreError.self) {
             try store.value(Counter.self, forKey: "heartbeat", validate: validCount)
         }
         #expect(error?.keyPath == "heartbeat.count")
@@ -133,7 +136,7 @@ private func validCount(_ counter: Counter) throws(InvalidValue) {
         writeFile(path, original)
         let store = try StateStore(path: path)
         try store.checkpoint(force: true)
-        #expect(throws: StateStore.InvalidEntry.self) {
+        #expect(throws: StateStoreError.self) {
             try store.value(Counter.self, forKey: "heartbeat", validate: validCount)
         }
         #expect(readFile(path + ".corrupt-1") == original)

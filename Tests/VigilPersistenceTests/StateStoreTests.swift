@@ -43,7 +43,8 @@ import VigilTesting
     @Test func aNewerFormatIsRefused() throws {
         let path = temporaryDirectory() + "/state.json"
         writeFile(path, "{ \"formatVersion\": 99 }")
-        let error = #expect(throws: StateStore.NewerFormat.self) { try StateStore(path: path) }
+        let error = #expect(throws: StateStoreError.self) { try StateStore(path: path) }
+        #expect(error?.code == .newerFormat)
         #expect(error?.description.contains("format 99; this build reads up to 1") == true)
         #expect(readFile(path) == "{ \"formatVersion\": 99 }", "left untouched")
     }
@@ -57,9 +58,11 @@ import VigilTesting
         let hostile = "e" + String(repeating: "\u{301}", count: 31)
         let inside = #expect(throws: (any Error).self) { try store.set([hostile: 1], forKey: "clients") }
         #expect("\(inside.map { String(describing: $0) } ?? "")".contains("30 combining marks") == true)
-        let outside = #expect(throws: StateStore.InvalidKey.self) { try store.set(1, forKey: hostile) }
+        let outside = #expect(throws: StateStoreError.self) { try store.set(1, forKey: hostile) }
+        #expect(outside?.code == .invalidKey)
         #expect(outside?.description.contains("30 combining marks") == true)
-        let reserved = #expect(throws: StateStore.InvalidKey.self) { try store.set(2, forKey: "formatVersion") }
+        let reserved = #expect(throws: StateStoreError.self) { try store.set(2, forKey: "formatVersion") }
+        #expect(reserved?.code == .invalidKey)
         #expect(reserved?.description.contains("formatVersion is the state file's own key") == true)
         #expect(try store.checkpoint())
         let reopened = try StateStore(path: path)

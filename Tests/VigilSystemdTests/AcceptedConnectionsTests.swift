@@ -149,7 +149,7 @@ import VigilTesting
         #expect(try await busyClient.line() == "OK")
         // Half a request that never completes: cut at the deadline.
         let deadline = try #require(slow.stopDeadline)
-        let error = await #expect(throws: ConnectionError.self) { try await slowRead.value }
+        let error = await #expect(throws: SystemdError.self) { try await slowRead.value }
         #expect(error?.code == .stopDeadlinePassed)
         #expect(ContinuousClock.now >= deadline)
         #expect(ContinuousClock.now < deadline.advanced(by: .seconds(1)))
@@ -171,21 +171,21 @@ import VigilTesting
         defer { long.close() }
         let first = try #require(try await iterator.next())
         try await long.send(String(repeating: "x", count: 100_000))
-        let tooLong = await #expect(throws: ConnectionError.self) { try await first.readLine(maximumBytes: 1024) }
+        let tooLong = await #expect(throws: SystemdError.self) { try await first.readLine(maximumBytes: 1024) }
         #expect(tooLong?.code == .lineTooLong)
 
         let cut = try Client(socket.localAddress)
         let second = try #require(try await iterator.next())
         try await cut.send("SET k half")
         cut.close()
-        let endedMidLine = await #expect(throws: ConnectionError.self) { try await second.readLine() }
+        let endedMidLine = await #expect(throws: SystemdError.self) { try await second.readLine() }
         #expect(endedMidLine?.code == .endedMidLine)
 
         let binary = try Client(socket.localAddress)
         defer { binary.close() }
         let third = try #require(try await iterator.next())
         try await binary.send([0xff, 0xfe, 0x0a])
-        let notUTF8 = await #expect(throws: ConnectionError.self) { try await third.readLine() }
+        let notUTF8 = await #expect(throws: SystemdError.self) { try await third.readLine() }
         #expect(notUTF8?.code == .notUTF8)
 
         // A limit no line can reach, or below zero, neither traps nor waits.
@@ -194,14 +194,14 @@ import VigilTesting
         let limits = try #require(try await iterator.next())
         try await huge.send("fine\nx\n")
         #expect(try await limits.readLine(maximumBytes: .max) == "fine")
-        let negative = await #expect(throws: ConnectionError.self) { try await limits.readLine(maximumBytes: -1) }
+        let negative = await #expect(throws: SystemdError.self) { try await limits.readLine(maximumBytes: -1) }
         #expect(negative?.code == .lineTooLong)
         limits.close()
 
         let silent = try Client(socket.localAddress)
         defer { silent.close() }
         let fourth = try #require(try await iterator.next())
-        let timedOut = await #expect(throws: ConnectionError.self) {
+        let timedOut = await #expect(throws: SystemdError.self) {
             try await fourth.readLine(timeout: .milliseconds(100))
         }
         #expect(timedOut?.code == .timedOut)

@@ -18,7 +18,7 @@ import VigilTesting
 
     @Test func aMissingCredentialNamesTheUnitLinesThatSupplyIt() throws {
         let directory = temporaryDirectory()
-        let error = try #require(throws: CredentialError.self) {
+        let error = try #require(throws: SystemdError.self) {
             try Credentials(directory: directory).read("api-token")
         }
         #expect(error.code == .missing)
@@ -27,7 +27,7 @@ import VigilTesting
         for line in ["LoadCredential=api-token:", "LoadCredentialEncrypted=api-token:", "SetCredential=api-token:"] {
             #expect(error.message.contains(line), "\(error.message)")
         }
-        let unset = try #require(throws: CredentialError.self) { try Credentials(directory: nil).read("api-token") }
+        let unset = try #require(throws: SystemdError.self) { try Credentials(directory: nil).read("api-token") }
         #expect(unset.code == .missing)
         #expect(unset.message.contains("CREDENTIALS_DIRECTORY is not set"), "\(unset.message)")
         #expect(unset.message.contains("LoadCredential=api-token:"), "\(unset.message)")
@@ -39,13 +39,13 @@ import VigilTesting
         let directory = temporaryDirectory()
         let credentials = Credentials(directory: directory)
         #expect(mkfifo(directory + "/fifo", 0o600) == 0)
-        let fifo = try #require(throws: CredentialError.self) { try credentials.read("fifo") }
+        let fifo = try #require(throws: SystemdError.self) { try credentials.read("fifo") }
         #expect(fifo.code == .unreadable)
         #expect(fifo.message.contains("it is a FIFO (named pipe), not a regular file"), "\(fifo.message)")
         #expect(mkdir(directory + "/folder", 0o700) == 0)
-        #expect(throws: CredentialError.self) { try credentials.read("folder") }
+        #expect(throws: SystemdError.self) { try credentials.read("folder") }
         writeFile(directory + "/big", String(repeating: "x", count: Credentials.sizeLimit + 1))
-        let big = try #require(throws: CredentialError.self) { try credentials.read("big") }
+        let big = try #require(throws: SystemdError.self) { try credentials.read("big") }
         #expect(big.code == .unreadable)
         #expect(big.errno == EFBIG)
         writeFile(directory + "/exact", String(repeating: "x", count: Credentials.sizeLimit))
@@ -55,12 +55,12 @@ import VigilTesting
     @Test(arguments: ["", ".", "..", "../etc/passwd", "a/b", "a\u{0}b", String(repeating: "n", count: 256)])
     func aNameSystemdCannotGiveIsRefused(name: String) throws {
         let directory = temporaryDirectory()
-        let error = try #require(throws: CredentialError.self) { try Credentials(directory: directory).read(name) }
+        let error = try #require(throws: SystemdError.self) { try Credentials(directory: directory).read(name) }
         #expect(error.code == .invalidName)
     }
 
     @Test func aRelativeDirectoryIsRefusedAndBytesThatAreNotTextSaySo() throws {
-        let relative = try #require(throws: CredentialError.self) { try Credentials(directory: "run/creds").read("x") }
+        let relative = try #require(throws: SystemdError.self) { try Credentials(directory: "run/creds").read("x") }
         #expect(relative.code == .unreadable)
         #expect(relative.message.contains("not an absolute path"), "\(relative.message)")
         let directory = temporaryDirectory()
@@ -69,10 +69,10 @@ import VigilTesting
         #expect(write(descriptor, bytes, 2) == 2)
         close(descriptor)
         #expect(try Credentials(directory: directory).read("binary") == [0xFF, 0xFE])
-        let text = try #require(throws: CredentialError.self) {
+        let text = try #require(throws: SystemdError.self) {
             try Credentials(directory: directory).readString("binary")
         }
-        #expect(text.code == .notText)
+        #expect(text.code == .notUTF8)
     }
 
     /// `Credentials.readString(_:)` reads `CREDENTIALS_DIRECTORY` of the process (the probe's).

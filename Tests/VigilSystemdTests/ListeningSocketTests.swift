@@ -30,7 +30,7 @@ import VigilSystemd
         #expect(first.port == nil)
         try Self.expectConnectable(first)
         // While it listens, the path is taken.
-        let taken = #expect(throws: ListeningSocketError.self) { try ListeningSocket.bind(.unix(path: path)) }
+        let taken = #expect(throws: SystemdError.self) { try ListeningSocket.bind(.unix(path: path)) }
         #expect(taken?.code == .bindFailed)
         #expect(taken?.errno == EADDRINUSE)
         #expect(taken?.cause == SystemError(path: path, operation: "bind", errno: EADDRINUSE))
@@ -46,7 +46,7 @@ import VigilSystemd
         let holder = try ListeningSocket.bind(.tcp(host: "127.0.0.1", port: 0))
         defer { holder.close() }
         let port = try #require(holder.port)
-        let error = #expect(throws: ListeningSocketError.self) {
+        let error = #expect(throws: SystemdError.self) {
             try ListeningSocket.bind(.tcp(host: "127.0.0.1", port: port))
         }
         #expect(error?.code == .bindFailed)
@@ -63,14 +63,14 @@ import VigilSystemd
 
     @Test(arguments: ["localhost", "", "127.0.0.1.5", "[::1"])
     func aHostThatIsNotANumericAddressIsRefused(host: String) {
-        let error = #expect(throws: ListeningSocketError.self) { try ListeningSocket.bind(.tcp(host: host, port: 0)) }
+        let error = #expect(throws: SystemdError.self) { try ListeningSocket.bind(.tcp(host: host, port: 0)) }
         #expect(error?.code == .invalidAddress)
         #expect(error?.message.contains("is not a numeric IPv4 or IPv6 address") == true)
     }
 
     @Test func aUnixPathTooLongForSunPathIsRefused() {
         let path = "/tmp/" + String(repeating: "x", count: 200)
-        let error = #expect(throws: ListeningSocketError.self) { try ListeningSocket.bind(.unix(path: path)) }
+        let error = #expect(throws: SystemdError.self) { try ListeningSocket.bind(.unix(path: path)) }
         #expect(error?.code == .invalidAddress)
         #expect(error?.message.contains("1 to 107 bytes") == true)
     }
@@ -185,7 +185,7 @@ import VigilSystemd
 
     @Test func aNameThatWasNotPassedWhileOthersWereIsAnError() {
         let passed = [ListenedFileDescriptor(fileDescriptor: 3, name: "hello-http.socket")]
-        let error = #expect(throws: ListeningSocketError.self) {
+        let error = #expect(throws: SystemdError.self) {
             try ListeningSocket(name: "http", from: passed, orBind: .tcp(host: "127.0.0.1", port: 0))
         }
         #expect(error?.code == .notPassed)
@@ -201,7 +201,7 @@ import VigilSystemd
         try #require(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0)
         defer { for end in pair { close(end) } }
         let passed = [ListenedFileDescriptor(fileDescriptor: pair[0], name: "connection")]
-        let error = #expect(throws: ListeningSocketError.self) {
+        let error = #expect(throws: SystemdError.self) {
             try ListeningSocket(name: "http", from: passed, orBind: .tcp(host: "127.0.0.1", port: 0))
         }
         #expect(error?.code == .notListening)
@@ -216,7 +216,7 @@ import VigilSystemd
             ListenedFileDescriptor(fileDescriptor: 3, name: "http"),
             ListenedFileDescriptor(fileDescriptor: 4, name: "http"),
         ]
-        let error = #expect(throws: ListeningSocketError.self) {
+        let error = #expect(throws: SystemdError.self) {
             try ListeningSocket(name: "http", from: passed, orBind: .tcp(host: "127.0.0.1", port: 0))
         }
         #expect(error?.code == .ambiguousName)
@@ -228,7 +228,7 @@ import VigilSystemd
     private static func parse(
         _ variables: [String: String],
         limit: Int32 = 1024
-    ) throws(ListeningSocketError)
+    ) throws(SystemdError)
         -> [ListenedFileDescriptor]
     {
         try ListenedFileDescriptor.parse(environment: { variables[$0] }, pid: 4242, descriptorLimit: limit)
@@ -287,7 +287,7 @@ import VigilSystemd
         ["LISTEN_PID": "4242", "LISTEN_FDS": "1", "LISTEN_FDNAMES": String(repeating: "n", count: 256)],
     ])
     func malformedVariablesAreAnErrorNamingTheVariable(variables: [String: String]) {
-        let error = #expect(throws: ListeningSocketError.self) { try Self.parse(variables) }
+        let error = #expect(throws: SystemdError.self) { try Self.parse(variables) }
         #expect(error?.code == .malformedEnvironment)
         let named = ["LISTEN_PID=", "LISTEN_FDS=", "LISTEN_FDNAMES="].contains { error?.message.hasPrefix($0) == true }
         #expect(named, "\(String(describing: error))")
@@ -296,20 +296,20 @@ import VigilSystemd
 
     @Test func countsAreBoundedByTheDescriptorLimitAndAnAbsoluteCap() throws {
         #expect(try Self.parse(["LISTEN_PID": "4242", "LISTEN_FDS": "1021"], limit: 1024).count == 1021)
-        #expect(throws: ListeningSocketError.self) { try Self.parse(["LISTEN_PID": "4242", "LISTEN_FDS": "1022"]) }
-        #expect(throws: ListeningSocketError.self) {
+        #expect(throws: SystemdError.self) { try Self.parse(["LISTEN_PID": "4242", "LISTEN_FDS": "1022"]) }
+        #expect(throws: SystemdError.self) {
             try Self.parse(["LISTEN_PID": "4242", "LISTEN_FDS": "65537"], limit: .max)
         }
         // A negative limit (never from getrlimit) refuses everything instead of overflowing.
-        #expect(throws: ListeningSocketError.self) {
+        #expect(throws: SystemdError.self) {
             try Self.parse(["LISTEN_PID": "4242", "LISTEN_FDS": "1"], limit: .min)
         }
     }
 
     // MARK: Helpers
 
-    private static func adoptionError(_ fd: Int32, for address: ListeningSocket.Address) -> ListeningSocketError? {
-        #expect(throws: ListeningSocketError.self) {
+    private static func adoptionError(_ fd: Int32, for address: ListeningSocket.Address) -> SystemdError? {
+        #expect(throws: SystemdError.self) {
             try ListeningSocket.adopt(ListenedFileDescriptor(fileDescriptor: fd, name: "http"), for: address)
         }
     }
@@ -405,7 +405,7 @@ enum SocketClient {
     func anInvalidNameIsRefusedBeforeAnythingIsSent(name: String) throws {
         let socket = try ListeningSocket.bind(.tcp(host: "127.0.0.1", port: 0))
         defer { socket.close() }
-        let error = #expect(throws: ListeningSocketError.self) { try socket.storeInServiceManager(name: name) }
+        let error = #expect(throws: SystemdError.self) { try socket.storeInServiceManager(name: name) }
         #expect(error?.code == .storeFailed)
         #expect(error?.message.contains("a name is 1 to 255 printable ASCII characters without ':'") == true)
     }

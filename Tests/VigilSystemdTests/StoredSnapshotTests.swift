@@ -89,7 +89,7 @@ import VigilTesting
 
     @Test(arguments: ["", "a:b", "tab\there", String(repeating: "n", count: 256)])
     func anInvalidNameIsRefused(name: String) throws {
-        let error = try #require(throws: StoredSnapshotError.self) { try StoredSnapshot.store([], name: name) }
+        let error = try #require(throws: SystemdError.self) { try StoredSnapshot.store([], name: name) }
         #expect(error.code == .invalidName)
     }
 }

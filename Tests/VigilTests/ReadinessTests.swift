@@ -74,40 +74,6 @@ private struct DrainingService: Service {
         #expect(failed.first?.text.contains("address already in use") == true)
     }
 
-    /// Before: `Daemon(services:)` ran services beside the mediator, so "Stopped" was logged
-    /// while the service was still draining.
-    @available(*, deprecated, message: "exercises the deprecated Daemon(services:)")
-    @Test func deprecatedServicesStopBeforeStoppedIsLogged() async throws {
-        let log = memoryLog()
-        let steps = AsyncRecorder<String>()
-        let notifier = RecordingNotifier()
-        let inFlight = Gate()
-        let logging = DaemonLogging(
-            levelControl: LogLevelControl(),
-            logger: Logger(label: "t") { _ in log },
-            destination: .syslogPrefixedStderr
-        )
-        var daemon = Daemon(
-            identifier: "testd",
-            version: "0",
-            listeners: [],
-            services: [DrainingService(steps: steps, log: log, inFlight: inFlight)],
-            logging: logging
-        )
-        daemon.notifier = notifier
-        daemon.signals = SignalMap()
-        daemon.watchdog = nil
-        let running = Task { await daemon.run() }
-        try await notifier.waitForReady()
-        running.cancel()  // a stop request
-        try await steps.wait { $0.contains("draining") }
-        #expect(!log.entries.contains { $0.messageID == LifecycleMessageID.stopped.rawValue })
-        inFlight.open()
-        #expect(await running.value == 0)
-        #expect(steps.values == ["running", "draining", "drained"])
-        #expect(log.entries.contains { $0.messageID == LifecycleMessageID.stopped.rawValue })
-    }
-
     /// Before: every probe during the stop was answered "unhealthy" and logged as a withheld
     /// watchdog ping with the watchdog-fault MESSAGE_ID.
     @Test func theWatchdogIsQuietWhileTheDaemonDrains() async throws {

@@ -73,11 +73,6 @@ final class RecordWaiter: LifecycleObserver {
     }
 }
 
-/// A notifier that drops messages: the mediator's own cost, without a socket.
-struct DroppingNotifier: ServiceManagerNotifier {
-    func notify(_ messages: [NotifyMessage]) throws {}
-}
-
 /// A running `ListenerGroup` with a `RecordWaiter`, started in a benchmark's setup and stopped
 /// in its teardown.
 final class RunningGroup: Sendable {
@@ -90,7 +85,6 @@ final class RunningGroup: Sendable {
             listeners: listeners,
             configuration: .init(
                 logger: Self.quietLogger,
-                notifier: DroppingNotifier(),
                 signals: SignalMap(),
                 observers: [waiter]
             )
@@ -336,7 +330,7 @@ final class NotifyFixture: Sendable {
     func notifierCall() -> UInt64 {
         Monotonic.time {
             do {
-                try notifier.notify([.status("Running (generation 2)"), .ready])
+                try notifier.send("STATUS=Running (generation 2)\nREADY=1")
             } catch {
                 failures.add(1, ordering: .relaxed)
             }

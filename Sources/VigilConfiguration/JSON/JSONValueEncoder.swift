@@ -1,3 +1,5 @@
+import VigilPOSIX
+
 /// Encodes an `Encodable` value into a ``JSONValue`` (for the state file), keeping object keys
 /// in the order the type encoded them.
 package enum JSONValueEncoder {

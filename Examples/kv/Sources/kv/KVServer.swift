@@ -67,7 +67,7 @@ final class KVServer: Sendable {
             return
         }
         defer { open.withLock { $0 -= 1 } }
-        do throws(ConnectionError) {
+        do throws(SystemdError) {
             if let token {
                 let line = try await connection.readLine(maximumBytes: 4096, timeout: idleTimeout)
                 guard let line, Self.constantTimeEqual(line, "AUTH " + token) else {

@@ -1,5 +1,6 @@
 import Testing
 import VigilLifecycle
+import VigilSystemd
 
 /// Every notification fits in one systemd datagram, whatever text a reason carries (issue 10,
 /// item 5: a 5,000-character rejection reason made `STATUS=`+`READY=1` too big, systemd dropped
@@ -28,7 +29,7 @@ import VigilLifecycle
     }
 
     @Test(arguments: hostileTexts) func statusIsBoundedOnACharacterBoundary(text: String) {
-        let wire = NotifyMessage.status(text).description
+        let wire = NotifyMessage.status(text).wireText
         #expect(wire.hasPrefix("STATUS="))
         let value = wire.dropFirst("STATUS=".count)
         #expect(value.utf8.count <= NotifyMessage.maximumStatusBytes)
@@ -51,18 +52,18 @@ import VigilLifecycle
             #expect(NotifyMessage.containsControl(alone.utf8) == control, "U+\(String(value, radix: 16))")
             #expect(NotifyMessage.containsControl(("é…" + alone + "x").utf8) == control)
         }
-        #expect(NotifyMessage.status("Reloading…").description == "STATUS=Reloading…")
-        #expect(NotifyMessage.status("a\u{2028}b\u{85}c\u{9B}").description == #"STATUS=a b c\u{9B}"#)
+        #expect(NotifyMessage.status("Reloading…").wireText == "STATUS=Reloading…")
+        #expect(NotifyMessage.status("a\u{2028}b\u{85}c\u{9B}").wireText == #"STATUS=a b c\u{9b}"#)
         // A right-to-left override would show the text after it reversed in `systemctl status`.
-        #expect(NotifyMessage.status("ok \u{202E}gnp.exe").description == #"STATUS=ok \u{202E}gnp.exe"#)
+        #expect(NotifyMessage.status("ok \u{202E}gnp.exe").wireText == #"STATUS=ok \u{202e}gnp.exe"#)
     }
 
     @Test func shortTextIsKeptAndControlsAreEscaped() {
-        #expect(NotifyMessage.status("Running (generation 2)").description == "STATUS=Running (generation 2)")
-        #expect(NotifyMessage.status("a\nb\tc").description == "STATUS=a b c")
-        #expect(NotifyMessage.status("x\u{1B}[31m\u{0}<0>y").description == #"STATUS=x\x1B[31m\x00<0>y"#)
-        #expect(NotifyMessage.status("x\u{9B}y").description == #"STATUS=x\u{9B}y"#)
-        let cut = NotifyMessage.status(String(repeating: "x", count: 5_000)).description
+        #expect(NotifyMessage.status("Running (generation 2)").wireText == "STATUS=Running (generation 2)")
+        #expect(NotifyMessage.status("a\nb\tc").wireText == "STATUS=a b c")
+        #expect(NotifyMessage.status("x\u{1B}[31m\u{0}<0>y").wireText == #"STATUS=x\u{1b}[31m\u{0}<0>y"#)
+        #expect(NotifyMessage.status("x\u{9B}y").wireText == #"STATUS=x\u{9b}y"#)
+        let cut = NotifyMessage.status(String(repeating: "x", count: 5_000)).wireText
         #expect(cut == "STATUS=" + String(repeating: "x", count: NotifyMessage.maximumStatusBytes - 3) + "…")
     }
 
@@ -90,5 +91,19 @@ import VigilLifecycle
         #expect(datagrams.allSatisfy { $0.utf8.count <= NotifyMessage.maximumDatagramBytes })
         #expect(datagrams.joined(separator: "\n") == NotifyMessage.datagram(messages))
         #expect(datagrams.last?.hasSuffix("\nREADY=1") == true)
+    }
+
+    @Test func notifyMessagesSpellSdNotify() {
+        #expect(
+            NotifyMessage.datagram([.reloading(monotonicMicroseconds: 42), .status("a\nb")])
+                == "RELOADING=1\nMONOTONIC_USEC=42\nSTATUS=a b"
+        )
+        #expect(
+            NotifyMessage.datagram([.stopping, .errno(2), .extendTimeout(microseconds: 5)])
+                == "STOPPING=1\nERRNO=2\nEXTEND_TIMEOUT_USEC=5"
+        )
+        #expect(
+            NotifyMessage.datagram([.watchdog, .watchdogTrigger, .ready]) == "WATCHDOG=1\nWATCHDOG=trigger\nREADY=1"
+        )
     }
 }

@@ -9,17 +9,17 @@ import VigilSystemd
 /// Fields: `VIGIL_EVENT` (started, reload-applied, …), `VIGIL_GENERATION`, `VIGIL_REASON`,
 /// `VIGIL_DURATION_USEC`, `VIGIL_LISTENER`, `VIGIL_VERSION`, `VIGIL_PID`, `VIGIL_UPTIME_USEC`,
 /// `VIGIL_SKIPPED` (memory-pressure reports dropped by the rate limit).
-public struct LifecycleLogger: LifecycleObserver {
+package struct LifecycleLogger: LifecycleObserver {
     private let logger: Logger
     private let version: String
 
     /// Creates an observer that logs to `logger`; `version` goes into the started entry.
-    public init(logger: Logger, version: String) {
+    package init(logger: Logger, version: String) {
         self.logger = logger
         self.version = version
     }
 
-    public func observe(_ record: LifecycleRecord) {
+    package func observe(_ record: LifecycleRecord) {
         switch record {
         case .started(let generation, let timeToReady):
             log(
