@@ -72,7 +72,7 @@ public enum EventLoopExecutor {
     /// Runs `body` as the first task on the loop and returns its result once it finishes.
     ///
     /// On a toolchain the loop does not know, `body` runs on the default executor instead and
-    /// ``isInstalled`` stays `false` (sleeps and signals then take their default paths).
+    /// `isInstalled` stays `false` (sleeps and signals then take their default paths).
     public static func run<Result: Sendable>(_ body: @escaping @Sendable () async -> Result) -> Result {
         run(takingOver: takesOverOnThisToolchain, body)
     }

@@ -1,5 +1,5 @@
 /// What happened, as the mediator reports it to its observers after each step: what comes
-/// **out** of a ``LifecycleEvent`` (what went in).
+/// **out** of a `LifecycleEvent` (what went in).
 ///
 /// The logging listener turns these into journal entries with `MESSAGE_ID`s; the reference
 /// daemon records them in its runtime status.

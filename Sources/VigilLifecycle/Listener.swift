@@ -32,7 +32,7 @@ public protocol Listener: Sendable {
     /// Phase two of an accepted reload: every listener accepted; apply what was prepared.
     func commitReload(_ reload: ReloadTransaction, context: ListenerContext) async throws
 
-    /// Phase two of a rejected reload: some listener rejected (``ReloadTransaction/rejection``);
+    /// Phase two of a rejected reload: some listener rejected (``ReloadTransaction/Rejection``);
     /// drop what was prepared and keep running as before.
     func abortReload(_ reload: ReloadTransaction, context: ListenerContext) async
 
@@ -42,8 +42,8 @@ public protocol Listener: Sendable {
 
     /// The system or the service's cgroup is short of memory (systemd's `MemoryPressureWatch=`):
     /// release what can be rebuilt — caches, pooled buffers, idle connections. Called at most
-    /// once per ``ListenerGroup/Configuration/memoryPressureInterval``, within the
-    /// ``ListenerBudgets/memoryPressure`` budget. Defaults to doing nothing.
+    /// once per `ListenerGroup/Configuration/memoryPressureInterval`, within the
+    /// `ListenerBudgets/memoryPressure` budget. Defaults to doing nothing.
     func memoryPressure(context: ListenerContext) async throws
 
     /// The daemon is stopping. Listeners stop in reverse dependency order.

@@ -35,7 +35,7 @@ import Synchronization
 /// inside the group as a ``ServiceListener`` instead.
 ///
 /// - Important: ``run()`` installs process-wide handlers for the signals in
-///   ``Configuration/signals`` before anything starts, and owns them until it returns.
+///   `Configuration/signals` before anything starts, and owns them until it returns.
 public final class ListenerGroup: Service {
     /// How a group runs.
     public struct Configuration: Sendable {
@@ -68,7 +68,7 @@ public final class ListenerGroup: Service {
 
         /// Creates a configuration with systemd's default signal map and default budgets.
         ///
-        /// A group built from it reports to no service manager: ``Daemon`` (in `Vigil`) gives
+        /// A group built from it reports to no service manager: `Daemon` (in `Vigil`) gives
         /// its group `SystemdNotifier`.
         public init(
             logger: Logger,

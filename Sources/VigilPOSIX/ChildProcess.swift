@@ -7,7 +7,7 @@ import VigilPlatform
 /// `SIGXFSZ` and blocks `SIGHUP`, `SIGINT`, `SIGTERM`, `SIGUSR1`, `SIGUSR2` and every real-time
 /// signal (`EarlySignals`, the event loop's signalfd), so a child started with `fork`/`exec`,
 /// `posix_spawn` without attributes or Foundation's `Process` would run with `SIGPIPE` ignored
-/// (`yes | head` never ends) and deaf to `SIGTERM`. ``spawn(_:arguments:environment:passingServiceManagerVariables:)``
+/// (`yes | head` never ends) and deaf to `SIGTERM`. ``spawn(_:arguments:environment:passingServiceManagerVariables:inOwnProcessGroup:)``
 /// starts it with every signal at its default disposition and an empty mask (`posix_spawn` with
 /// `POSIX_SPAWN_SETSIGDEF` over all signals and `POSIX_SPAWN_SETSIGMASK`).
 ///
@@ -73,7 +73,7 @@ public struct ChildProcess: Sendable, Hashable {
     ///     child's `argv[0]`.
     ///   - arguments: the rest of its argv.
     ///   - environment: its environment; `nil` for this process's.
-    ///   - passingServiceManagerVariables: `true` keeps ``serviceManagerVariables`` in the
+    ///   - passingServiceManagerVariables: `true` keeps `serviceManagerVariables` in the
     ///     child's environment (for a child that reports to the service manager in the daemon's
     ///     place); by default they are left out.
     ///   - inOwnProcessGroup: `true` starts the child as the leader of a new process group (its

@@ -17,7 +17,7 @@ import VigilSystemd
 /// level with the unclean-shutdown `MESSAGE_ID`, and ``previousShutdownClean`` is `false`.
 ///
 /// The start's file work (the directory, the state file, the marker) runs on a helper thread
-/// with a deadline (``readTimeout``): a state directory on a hung file system fails the start
+/// with a deadline (`readTimeout`): a state directory on a hung file system fails the start
 /// with the path and "did not answer in 5 s" instead of wedging the daemon's thread.
 public final class PersistenceListener<Configuration: ValidatedConfiguration>: Listener, ShutdownHistory {
     /// `persistence`: listeners that keep state depend on it.
@@ -42,7 +42,7 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
     ///   - configurationListener: the name of the listener providing `Configuration`.
     ///   - checkpointInterval: how often to checkpoint from the configuration; zero means only
     ///     on `SIGUSR1` and at stop.
-    ///   - readTimeout: how long the start's file work may take; see ``readTimeout``.
+    ///   - readTimeout: how long the start's file work may take; see `readTimeout`.
     public init(
         path: String,
         configurationListener: String = "configuration",

@@ -9,7 +9,7 @@ import VigilPlatform
 /// was killed with `SIGKILL`, or lost power.
 ///
 /// ``PersistenceListener`` keeps one beside its state file; a daemon with persistence of its own
-/// (a database, say) keeps one too and reports it through ``ShutdownHistory``, so that
+/// (a database, say) keeps one too and reports it through ``VigilLifecycle/ShutdownHistory``, so that
 /// `status` shows an unclean stop for it as well:
 ///
 /// ```swift

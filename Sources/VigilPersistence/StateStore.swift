@@ -143,7 +143,7 @@ public final class StateStore: Sendable {
     /// A file that cannot be read, is not a regular file (it is never followed through a
     /// symbolic link, and a FIFO never blocks), exceeds `FileSystem.stateLimit` or does not
     /// parse is moved aside to `<path>.corrupt-<n>` (never overwritten) and the store starts
-    /// empty; ``restored`` says so and why.
+    /// empty; `restored` says so and why.
     ///
     /// - Throws: ``StateStoreError/Code/newerFormat`` for a file from a newer, incompatible version; ``StateStoreError/Code/unreadable``,
     ///   leaving the file as it is, when reading failed for a reason that passes (`EAGAIN`:

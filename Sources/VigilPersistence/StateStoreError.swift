@@ -35,7 +35,7 @@ public struct StateStoreError: Error, Hashable, CustomStringConvertible {
 
     /// What kind of failure this is.
     public let code: Code
-    /// The state file; empty when the bytes came from ``StateStore/parse(_:)`` or for a key.
+    /// The state file; empty when the bytes came from `StateStore/parse(_:)` or for a key.
     public internal(set) var path: String = ""
     /// `heartbeat.count`: the listener's key, then the path inside its value (`formatVersion`,
     /// or empty for the whole file).

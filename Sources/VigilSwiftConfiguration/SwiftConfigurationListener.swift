@@ -23,7 +23,7 @@ import VigilPlatform
 /// of those kinds. A reload reads and checks the file in `prepareReload`: a file that does not
 /// parse, or that `validate` throws for, rejects the reload (so `systemctl reload` fails, through
 /// `NAME reload`) and ``reader`` keeps the snapshot in force. Only `commitReload` hands the new
-/// values to ``provider``, whose watchers (`reader.watchInt(forKey:)`, `watchSnapshot`) then see
+/// values to `provider`, whose watchers (`reader.watchInt(forKey:)`, `watchSnapshot`) then see
 /// them. No file at an optional path means no values: the reader's defaults.
 public final class SwiftConfigurationListener: Listener {
     /// `configuration`: the name other listeners depend on.

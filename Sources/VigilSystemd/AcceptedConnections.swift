@@ -68,9 +68,11 @@ public final class AcceptedConnections: AsyncSequence, Sendable {
 
     /// Makes the socket non-blocking and prepares its poll thread (started by the first wait).
     ///
-    /// - Parameter logger: where a failing accept is reported (out of descriptors); pass the
-    ///   listener's (`ready.context.logger`). By default a logger labelled `vigil`, which a
-    ///   Vigil daemon's logging system sends to the journal.
+    /// - Parameters:
+    ///   - socket: the listening socket whose connections to accept.
+    ///   - logger: where a failing accept is reported (out of descriptors); pass the
+    ///     listener's (`ready.context.logger`). By default a logger labelled `vigil`, which a
+    ///     Vigil daemon's logging system sends to the journal.
     /// - Throws: ``VigilPOSIX/SystemError`` when the socket cannot be made non-blocking or the eventfd
     ///   cannot be created (out of descriptors).
     public init(_ socket: ListeningSocket, logger: Logger = Logger(label: "vigil")) throws(SystemError) {

@@ -13,7 +13,7 @@ import VigilPlatform
 ///
 /// A credential is read under the rules of a configuration file: a regular file (no FIFO,
 /// device or directory, refused without blocking: the open is non-blocking), at most
-/// ``sizeLimit`` bytes (systemd's own cap for a credential). A missing credential is an error
+/// `sizeLimit` bytes (systemd's own cap for a credential). A missing credential is an error
 /// that names it and the unit lines that supply it.
 public struct Credentials: Sendable, Hashable {
     /// The largest credential read: 1 MiB, systemd's `CREDENTIAL_SIZE_MAX`.
@@ -54,7 +54,7 @@ public struct Credentials: Sendable, Hashable {
     ///   could not have given (empty, `.`, `..`, a `/`, a NUL, over 255 bytes);
     ///   ``SystemdError/Code/missing`` when `CREDENTIALS_DIRECTORY` is unset or has no such
     ///   file, saying which unit line supplies it; ``SystemdError/Code/unreadable`` when it
-    ///   is not a regular file, over ``sizeLimit``, or the read fails (the ``SystemdError/cause``
+    ///   is not a regular file, over `sizeLimit`, or the read fails (the ``SystemdError/cause``
     ///   says why).
     package func read(_ name: String) throws(SystemdError) -> [UInt8] {
         let bytes = Array(name.utf8)

@@ -6,7 +6,7 @@ import VigilPlatform
 /// Each entry carries `MESSAGE` (multi-line messages stay whole), `PRIORITY` (from the level),
 /// `SYSLOG_IDENTIFIER`, `CODE_FILE`, `CODE_LINE`, `CODE_FUNC`, `SWIFT_LOG_LABEL` (the logger's
 /// label), `SWIFT_LOG_SOURCE` (the module), `SWIFT_LOG_ERROR` when an error is attached, and
-/// every metadata value as a field named by ``JournalFieldName``. A metadata key that sanitises
+/// every metadata value as a field named by `JournalFieldName`. A metadata key that sanitises
 /// to `MESSAGE_ID` sets the entry's `MESSAGE_ID`.
 ///
 /// When journald cannot take an entry (frozen, or its queue full) the entry is dropped and
@@ -185,7 +185,7 @@ package enum JournalEntry {
             verbatimSoFar = true
         }
 
-        /// Appends the sanitised name for metadata `key` (``JournalFieldName``), as `PARENT_KEY`
+        /// Appends the sanitised name for metadata `key` (`JournalFieldName`), as `PARENT_KEY`
         /// under `parent` (an already sanitised name) when nested; returns where it starts.
         mutating func name(_ key: some StringProtocol, under parent: [UInt8]?) -> Int {
             let start = payload.count

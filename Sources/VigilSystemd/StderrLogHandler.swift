@@ -5,7 +5,7 @@ import VigilPlatform
 ///
 /// - ``Format/syslogPrefixed``: under a service manager whose stderr is not the journal, the
 ///   sd-daemon(3) form `<6>message key=value`; journald or syslog reads the priority from the
-///   prefix. Control characters in the message and metadata are escaped (``escaped(_:)``), so
+///   prefix. Control characters in the message and metadata are escaped (`escaped(_:)`), so
 ///   an entry stays one line and cannot forge another priority.
 /// - ``Format/terminal(colors:)``: for a person: `2026-11-21 19:45:30.123 info vigild: message
 ///   key=value`, the level coloured when `colors` is on.

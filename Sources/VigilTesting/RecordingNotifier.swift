@@ -24,7 +24,7 @@ public final class RecordingNotifier: ServiceManagerNotifier {
     }
 }
 
-/// A ``LifecycleObserver`` that records every record, for tests.
+/// A ``VigilLifecycle/LifecycleObserver`` that records every record, for tests.
 public final class RecordingObserver: LifecycleObserver {
     /// The records, in order.
     public let records = AsyncRecorder<LifecycleRecord>()
