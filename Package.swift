@@ -38,7 +38,7 @@ let package = Package(
         .target(name: "CVigilEventLoop"),
         // EventLoopExecutor, its sleep and signal delivery, MonotonicClock: for every module
         // that must sleep or take signals the way the process's executor wants.
-        .target(name: "VigilEventLoop", dependencies: ["CVigilEventLoop"]),
+        .target(name: "VigilEventLoop", dependencies: ["CVigilEventLoop", "VigilPOSIX"]),
         // The preinit function that blocks a daemon's signals before the Swift runtime starts.
         .target(name: "CVigilEarlySignals"),
         .target(name: "VigilEarlySignals", dependencies: ["CVigilEarlySignals"]),
@@ -100,6 +100,7 @@ let package = Package(
                 "Vigil",
                 "VigilConfiguration",
                 "VigilLifecycle",
+                "VigilPOSIX",
                 "VigilSystemd",
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -121,9 +121,8 @@ public struct ChildProcess: Sendable, Hashable {
     /// The corresponding C function is `waitpid`.
     public func wait() throws(SystemError) -> Termination {
         var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 {
-            let code = errno
-            if code != EINTR { throw SystemError(path: "pid \(pid)", operation: "wait for", errno: code) }
+        guard SystemCall.retrying32(.waitpid, .unspecified, { waitpid(pid, &status, 0) }) >= 0 else {
+            throw SystemError(path: "pid \(pid)", operation: "wait for", errno: errno)
         }
         // WIFEXITED and friends are macros Swift does not import.
         let signal = status & 0x7f

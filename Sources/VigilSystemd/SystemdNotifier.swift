@@ -140,28 +140,23 @@ public struct SystemdNotifier: Sendable {
     private static func awaitHangUp(_ descriptor: Int32, timeout: Duration) -> Bool {
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: max(timeout, .zero))
+        // Rounded up to whole milliseconds, so a wait never ends just short of the deadline.
+        func millisecondsLeft() -> Int32 {
+            let (seconds, attoseconds) = max(clock.now.duration(to: deadline), .zero).components
+            return Int32(min(seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000, 3_600_000))
+        }
         while true {
-            let left = clock.now.duration(to: deadline)
-            let (seconds, attoseconds) = max(left, .zero).components
-            // Rounded up to whole milliseconds, so a wait never ends just short of the deadline.
-            let milliseconds = min(
-                seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000,
-                3_600_000
-            )
             var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-            let result = poll(&entry, 1, Int32(milliseconds))
-            if result < 0 {
-                if errno == EINTR { continue }
-                return false
-            }
+            let result = SystemCall.poll(&entry, 1, timeout: millisecondsLeft())
+            if result < 0 { return false }
             if result > 0 {
                 if entry.revents & Int16(POLLHUP) != 0 { return true }
                 guard entry.revents & Int16(POLLIN) != 0 else { return false }  // POLLERR, POLLNVAL
                 // Bytes (nothing systemd sends) are read away; end of file is the hang-up.
                 var byte: UInt8 = 0
-                let count = read(descriptor, &byte, 1)
+                let count = withUnsafeMutableBytes(of: &byte) { SystemCall.read(descriptor, into: $0) }
                 if count == 0 { return true }
-                if count < 0 && errno != EINTR { return false }
+                if count < 0 { return false }
                 continue
             }
             if clock.now >= deadline { return false }
