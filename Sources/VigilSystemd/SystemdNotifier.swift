@@ -168,6 +168,17 @@ public struct SystemdNotifier: Sendable {
 
     /// Datagrams dropped because systemd did not take them and the backlog was full (tests).
     package static var dropped: Int { NotifyConnection.current.withLock { $0?.dropped ?? 0 } }
+
+    /// Sends `text` to `address` as ``send(_:)`` sends to `NOTIFY_SOCKET`, through the same
+    /// connection and queue (tests: the test runner never sets `NOTIFY_SOCKET`); the errno of a
+    /// failure, or `nil`.
+    package static func send(_ text: String, toAddress address: String) -> Int32? {
+        switch NotifyConnection.for(address) {
+        case .success(let connection): connection.send(text)
+        case .failure(.socket(let code)): code
+        case .failure(.address): EAFNOSUPPORT
+        }
+    }
 }
 
 /// One socket to one `NOTIFY_SOCKET` address, with the datagrams that wait for it.

@@ -27,6 +27,19 @@ import VigilTesting
         connections.stop(gracePeriod: .zero)
     }
 
+    /// "systemd slow to read notifications": a datagram the notify socket refuses with `EAGAIN`
+    /// is no failure; it waits on the helper thread and reaches systemd, in order with the next.
+    @Test func aNotificationRefusedWithEAGAINIsQueuedAndArrivesInOrder() async throws {
+        let peer = try FakeNotifySocket()
+        let full = SystemCall.inject(.sendto, .pathContaining(peer.path), errno: EAGAIN)
+        defer { full.remove() }
+        #expect(SystemdNotifier.send("READY=1", toAddress: peer.path) == nil, "a full queue is no failure")
+        #expect(full.injected == 1)
+        #expect(SystemdNotifier.send("STATUS=Running", toAddress: peer.path) == nil)
+        let received = try await peer.datagrams.wait { $0.count >= 2 }
+        #expect(received.map(\.text) == ["READY=1", "STATUS=Running"], "READY=1 is not lost, and comes first")
+    }
+
     /// A full queue at the notify socket (`EAGAIN`, or `ENOBUFS`) is `wouldBlock`, never a
     /// failure, and nothing was sent; the next send goes through.
     @Test(arguments: [EAGAIN, ENOBUFS])
