@@ -3,12 +3,15 @@ import VigilPlatform
 /// An `AF_UNIX` socket address: a path, or `@name` in Linux's abstract namespace (as
 /// `NOTIFY_SOCKET` and `ListenStream=` spell it). The one place that builds and reads a
 /// `sockaddr_un`.
-package struct UnixSocketAddress: @unchecked Sendable, Equatable {
+@usableFromInline
+package struct UnixSocketAddress: @unchecked Sendable {
     /// The address as given: `/run/systemd/notify`, `@vigil-test`.
     package let text: String
-    private var storage = sockaddr_un()
+    @usableFromInline
+    var storage = sockaddr_un()
     /// `sun_path`'s offset plus the bytes used: a path's terminating NUL counts, an abstract
     /// name has none.
+    @usableFromInline
     package private(set) var length: socklen_t = 0
 
     /// How many bytes `sun_path` holds (108 on Linux): a path must be shorter by its NUL.
@@ -52,7 +55,9 @@ package struct UnixSocketAddress: @unchecked Sendable, Equatable {
     /// Whether it names Linux's abstract namespace (`@name`), where no file is made.
     package var isAbstract: Bool { text.hasPrefix("@") }
 
-    /// `body` with the address as the C calls take it.
+    /// `body` with the address as the C calls take it. Inlinable, so that a send specializes it
+    /// and copies no generic value (it was most of the cost of a notify send).
+    @inlinable
     package func withSocketAddress<Result>(
         _ body: (UnsafePointer<sockaddr>, socklen_t) throws -> Result
     ) rethrows -> Result {
@@ -62,7 +67,6 @@ package struct UnixSocketAddress: @unchecked Sendable, Equatable {
         }
     }
 
-    package static func == (left: UnixSocketAddress, right: UnixSocketAddress) -> Bool { left.text == right.text }
 }
 
 /// An open descriptor that closes when it goes: one owner, no copies, so no descriptor is
