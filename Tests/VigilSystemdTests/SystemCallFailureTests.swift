@@ -58,3 +58,62 @@ import VigilTesting
         #expect(socket.send("READY=1") == .failed(ECONNREFUSED))
     }
 }
+
+/// The one `sockaddr_un` builder and reader, and the owning descriptor.
+@Suite struct SystemCallLayerTypeTests {
+    @Test func aUnixSocketAddressFitsSunPathAndReadsBackAsGiven() throws {
+        let capacity = UnixSocketAddress.capacity
+        #expect(capacity == 108)
+        let path = try #require(UnixSocketAddress("/run/systemd/notify"))
+        #expect(!path.isAbstract)
+        #expect(path.length == socklen_t(2 + 19 + 1), "sun_family, the path and its NUL")
+        let abstract = try #require(UnixSocketAddress("@vigil-test"))
+        #expect(abstract.isAbstract)
+        #expect(abstract.length == socklen_t(2 + 11), "an abstract name has no NUL")
+        #expect(UnixSocketAddress("/" + String(repeating: "a", count: capacity - 2)) != nil, "107 bytes and the NUL")
+        #expect(UnixSocketAddress("/" + String(repeating: "a", count: capacity - 1)) == nil, "no room for the NUL")
+        #expect(
+            UnixSocketAddress("@" + String(repeating: "a", count: capacity - 1)) != nil,
+            "an abstract name may fill it"
+        )
+        #expect(UnixSocketAddress("") == nil)
+        #expect(UnixSocketAddress("/tmp/a\u{0}b") == nil, "a NUL would cut the path")
+        // What the kernel reports for a bound socket reads back as it was given.
+        for text in ["@vigil-\(getpid())", ListeningSocketTests.temporaryDirectory() + "/bound.sock"] {
+            let address = try #require(UnixSocketAddress(text))
+            let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            #expect(descriptor >= 0)
+            let owned = FileDescriptor(descriptor)
+            #expect(SystemCall.bind(owned.rawValue, address) == 0)
+            var storage = sockaddr_storage()
+            var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+            _ = withUnsafeMutablePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(owned.rawValue, $0, &length) }
+            }
+            #expect(UnixSocketAddress(storage, length: length).text == text)
+        }
+    }
+
+    @Test func aFileDescriptorClosesWhenItGoesUnlessTaken() throws {
+        let path = ListeningSocketTests.temporaryDirectory() + "/file"
+        do {
+            let owned = try FileDescriptor(opening: path, O_WRONLY | O_CREAT, mode: 0o600)
+            #expect(fcntl(owned.rawValue, F_GETFD) & FD_CLOEXEC != 0, "always close-on-exec")
+        }
+        // Closed when it went: one end of a socket pair reads the end once the other is closed
+        // (a descriptor number alone may be reused by a test running beside this one).
+        var ends: [Int32] = [-1, -1]
+        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &ends) == 0)
+        do { _ = FileDescriptor(ends[1]) }
+        var byte: UInt8 = 0
+        #expect(withUnsafeMutableBytes(of: &byte) { SystemCall.read(ends[0], into: $0) } == 0)
+        SystemCall.close(ends[0])
+        let taken = try FileDescriptor(opening: path, O_RDONLY).take()
+        #expect(fcntl(taken, F_GETFD) >= 0, "take() hands it on open")
+        SystemCall.close(taken)
+        let missing = #expect(throws: SystemError.self) {
+            _ = try FileDescriptor(opening: path + ".missing", O_RDONLY, operation: "read")
+        }
+        #expect(missing?.description == "cannot read \(path).missing: No such file or directory")
+    }
+}
