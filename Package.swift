@@ -104,6 +104,7 @@ let package = Package(
                 "Vigil",
                 "VigilConfiguration",
                 "VigilLifecycle",
+                "VigilPOSIX",
                 "VigilSystemd",
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -1,4 +1,5 @@
 import Synchronization
+import VigilPOSIX
 import VigilPlatform
 
 /// SIGTERM and SIGINT while `reload` waits: recorded by a handler instead of killing the
@@ -55,7 +56,7 @@ final class ClientInterruption: Sendable {
             _ = line.withCString { write(STDERR_FILENO, $0, strlen($0)) }
             exit(2)
         }
-        Glibc.signal(signal, SIG_DFL)
+        SystemCall.restoreDefaultAction(signal)
         raise(signal)
         exit(128 + signal)
     }

@@ -1,4 +1,5 @@
 import VigilLifecycle
+import VigilPOSIX
 import VigilPlatform
 
 /// Where the commands write: stdout and stderr unless a test captures them.
@@ -29,15 +30,6 @@ package struct CommandOutput: Sendable {
     package func print(_ text: String) { standardOutput(text + "\n") }
 
     private static func writeAll(_ descriptor: Int32, _ text: String) {
-        var text = text
-        text.withUTF8 { bytes in
-            var offset = 0
-            while offset < bytes.count {
-                let written = write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
-                if written < 0 && errno == EINTR { continue }
-                guard written > 0 else { return }
-                offset += written
-            }
-        }
+        SystemCall.writeAll(text, to: descriptor)
     }
 }

@@ -1,3 +1,4 @@
+import VigilPOSIX
 import VigilPlatform
 
 /// When a process started, in clock ticks after boot: field 22 (`starttime`) of
@@ -36,15 +37,14 @@ package enum ProcessStartTime {
     }
 
     private static func statLine(_ pid: Int32) -> [UInt8]? {
-        let descriptor = open("/proc/\(pid)/stat", O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard descriptor >= 0 else { return nil }
-        defer { close(descriptor) }
+        guard let descriptor = try? FileDescriptor(opening: "/proc/\(pid)/stat", O_RDONLY | O_NOFOLLOW) else {
+            return nil
+        }
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 4096)
         // A stat line is well under 4 KiB even with a 15-byte comm full of parentheses.
         while bytes.count < 65536 {
-            let count = chunk.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
+            let count = chunk.withUnsafeMutableBytes { SystemCall.read(descriptor.rawValue, into: $0) }
             if count < 0 { return nil }
             if count == 0 { break }
             bytes += chunk[0..<count]

@@ -1,5 +1,6 @@
 import CVigilEventLoop
 import Synchronization
+import VigilPOSIX
 import VigilPlatform
 
 /// Calls a handler each time a descriptor is ready (readable, or has priority data as a PSI
@@ -122,11 +123,8 @@ package final class DescriptorWatch: Sendable {
             while true {
                 entries[0].revents = 0
                 entries[1].revents = 0
-                let ready = poll(&entries, 2, -1)
-                if ready < 0 {
-                    if errno == EINTR { continue }
-                    return
-                }
+                let ready = SystemCall.poll(&entries, 2, timeout: -1)
+                if ready < 0 { return }
                 if entries[1].revents != 0 { return }
                 if entries[0].revents != 0 {
                     box.handler(Report(bits: UInt32(UInt16(bitPattern: entries[0].revents))))

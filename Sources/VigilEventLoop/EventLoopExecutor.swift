@@ -23,6 +23,7 @@
 import CVigilEventLoop
 @preconcurrency import Dispatch
 import Synchronization
+import VigilPOSIX
 import VigilPlatform
 
 /// Runs a whole daemon on one thread: Swift concurrency's global executor is replaced by an
@@ -156,16 +157,7 @@ public enum EventLoopExecutor {
     }
 
     private static func writeToStandardError(_ text: String) {
-        var text = text
-        text.withUTF8 { bytes in
-            var offset = 0
-            while offset < bytes.count {
-                let written = write(2, bytes.baseAddress! + offset, bytes.count - offset)
-                if written < 0 && errno == EINTR { continue }
-                if written <= 0 { return }
-                offset += written
-            }
-        }
+        SystemCall.writeAll(text, to: 2)
     }
 
     /// How many signals the loop took and discarded because nobody owned them: real-time

@@ -186,13 +186,11 @@ public struct ChildProcess: Sendable, Hashable {
     /// `waitpid`, retrying `EINTR`: how the child ended, or `nil` while it runs (non-blocking).
     private func reap(blocking: Bool) throws(SystemError) -> Termination? {
         var status: Int32 = 0
-        while true {
-            let reaped = waitpid(pid, &status, blocking ? 0 : WNOHANG)
-            if reaped > 0 { break }
-            if reaped == 0 { return nil }
-            let code = errno
-            if code != EINTR { throw SystemError(path: "pid \(pid)", operation: "wait for", errno: code) }
+        let reaped = SystemCall.retrying32(.waitpid, .unspecified) { waitpid(pid, &status, blocking ? 0 : WNOHANG) }
+        guard reaped >= 0 else {
+            throw SystemError(path: "pid \(pid)", operation: "wait for", errno: errno)
         }
+        if reaped == 0 { return nil }
         // WIFEXITED and friends are macros Swift does not import.
         let signal = status & 0x7f
         return signal == 0 ? .exited((status >> 8) & 0xff) : .killed(by: signal)

@@ -1,15 +1,8 @@
 import VigilPlatform
 
 /// The few file operations Vigil needs, with POSIX calls and no Foundation: one Swift function
-/// per job, `EINTR` retried.
+/// per job, `EINTR` retried, every call through ``SystemCall`` (so a test can fail it).
 package enum FileSystem {
-    private static func retrying(_ call: () -> Int) -> Int {
-        while true {
-            let result = call()
-            if result >= 0 || errno != EINTR { return result }
-        }
-    }
-
     /// The configuration size cap: 1 MiB.
     package static let configurationLimit = 1 << 20
     /// The state size cap: 16 MiB.
@@ -32,8 +25,8 @@ package enum FileSystem {
         followSymlinks: Bool = true
     ) throws(SystemError) -> [UInt8] {
         let flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (followSymlinks ? 0 : O_NOFOLLOW)
-        let descriptor = Int32(retrying { Int(open(path, flags)) })
-        guard descriptor >= 0 else {
+        let opened = SystemCall.open(path, flags)
+        guard opened >= 0 else {
             let code = errno
             if code == ELOOP && !followSymlinks && isSymbolicLink(path) {
                 throw SystemError(
@@ -45,7 +38,8 @@ package enum FileSystem {
             }
             throw SystemError(path: path, operation: "read", errno: code)
         }
-        defer { close(descriptor) }
+        let owned = FileDescriptor(opened)
+        let descriptor = owned.rawValue
         var info = stat()
         guard fstat(descriptor, &info) == 0 else { throw SystemError(path: path, operation: "read", errno: errno) }
         let kind = info.st_mode & S_IFMT
@@ -64,7 +58,7 @@ package enum FileSystem {
             detail: "it is larger than the limit of \(describeSize(limit)) for this file"
         )
         if Int64(info.st_size) > Int64(limit) { throw tooLarge }
-        switch readAll(descriptor, limit: limit, expected: Int64(info.st_size)) {
+        switch readAll(descriptor, limit: limit, expected: Int64(info.st_size), subject: .path(path)) {
         case .success(let bytes): return bytes
         case .failure(.tooLarge): throw tooLarge
         case .failure(.system(let code)): throw SystemError(path: path, operation: "read", errno: code)
@@ -82,11 +76,12 @@ package enum FileSystem {
 
     /// Everything left to read from an open descriptor, at most `limit` bytes, `EINTR` retried.
     /// `expected` (the size `fstat` gave) only sizes the buffer. The corresponding C function
-    /// is `read`.
+    /// is `read`; `subject` names the file for ``SystemCall``'s failure seam.
     package static func readAll(
         _ descriptor: Int32,
         limit: Int,
-        expected: Int64 = 0
+        expected: Int64 = 0,
+        subject: @autoclosure () -> SystemCall.Subject = .unspecified
     ) -> Result<[UInt8], ReadAllFailure> {
         // Reads into one buffer of the size `fstat` gave and a byte more (so that the call
         // after the last byte sees the end), doubled when the file grew; no zero-filled
@@ -104,7 +99,11 @@ package enum FileSystem {
                 buffer.deallocate()
                 buffer = grown
             }
-            let received = retrying { Glibc.read(descriptor, buffer.baseAddress! + count, capacity - count) }
+            let received = SystemCall.read(
+                descriptor,
+                into: UnsafeMutableRawBufferPointer(rebasing: buffer[count..<capacity]),
+                subject()
+            )
             if received < 0 { return .failure(.system(errno)) }
             if received == 0 { return .success(Array(buffer[..<count])) }
             count += received
@@ -114,17 +113,13 @@ package enum FileSystem {
 
     /// Writes all of `bytes` to an open descriptor, `EINTR` retried; returns the errno of a
     /// failed `write` (`EIO` when it wrote nothing), or `nil`. The corresponding C function is
-    /// `write`.
-    package static func writeAll(_ bytes: [UInt8], to descriptor: Int32) -> Int32? {
-        bytes.withUnsafeBytes { buffer -> Int32? in
-            var offset = 0
-            while offset < buffer.count, let base = buffer.baseAddress {
-                let written = retrying { Glibc.write(descriptor, base + offset, buffer.count - offset) }
-                if written <= 0 { return written < 0 ? errno : EIO }
-                offset += written
-            }
-            return nil
-        }
+    /// `write`; `subject` names the file for ``SystemCall``'s failure seam.
+    package static func writeAll(
+        _ bytes: [UInt8],
+        to descriptor: Int32,
+        subject: @autoclosure () -> SystemCall.Subject = .unspecified
+    ) -> Int32? {
+        bytes.withUnsafeBytes { SystemCall.writeAll($0, to: descriptor, subject()) }
     }
 
     /// `a FIFO (named pipe)`, `a directory`, …: the kind of file an `S_IFMT` value names.
@@ -180,29 +175,27 @@ package enum FileSystem {
         // A stale temporary file (from a crash) is removed, and the new one is created with
         // O_EXCL|O_NOFOLLOW: a symbolic link planted at `<path>.tmp` is never written through.
         try remove(temporary)
-        let descriptor = Int32(
-            retrying { Int(open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)) }
-        )
+        let descriptor = SystemCall.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { throw SystemError(path: temporary, operation: "create", errno: errno) }
         // Mode 0600 whatever the umask (0777 would leave a file its owner cannot read back).
         var failure =
             fchmod(descriptor, 0o600) == 0
             ? nil : SystemError(path: temporary, operation: "set the mode of", errno: errno)
         if failure == nil {
-            failure = writeAll(bytes, to: descriptor).map {
+            failure = writeAll(bytes, to: descriptor, subject: .path(temporary)).map {
                 SystemError(path: temporary, operation: "write", errno: $0)
             }
         }
-        if failure == nil && durable && fsync(descriptor) != 0 {
+        if failure == nil && durable && SystemCall.fsync(descriptor, .path(temporary)) != 0 {
             failure = SystemError(path: temporary, operation: "fsync", errno: errno)
         }
-        close(descriptor)
+        SystemCall.close(descriptor)
         if let failure {
             unlink(temporary)
             throw failure
         }
         beforeRename()
-        guard rename(temporary, path) == 0 else {
+        guard SystemCall.retrying32(.rename, .path(path), { rename(temporary, path) }) == 0 else {
             let error = SystemError(path: path, operation: "rename \(temporary) to", errno: errno)
             unlink(temporary)
             throw error
@@ -216,10 +209,10 @@ package enum FileSystem {
     /// `fsync` on the directory holding `path`, so a rename or unlink in it is durable.
     package static func syncDirectory(of path: String) throws(SystemError) {
         let directory = parent(of: path)
-        let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw SystemError(path: directory, operation: "open directory", errno: errno) }
-        defer { close(descriptor) }
-        guard fsync(descriptor) == 0 else { throw SystemError(path: directory, operation: "fsync", errno: errno) }
+        let descriptor = try FileDescriptor(opening: directory, O_RDONLY | O_DIRECTORY, operation: "open directory")
+        guard SystemCall.fsync(descriptor.rawValue, .path(directory)) == 0 else {
+            throw SystemError(path: directory, operation: "fsync", errno: errno)
+        }
     }
 
     package static func parent(of path: String) -> String {

@@ -45,11 +45,11 @@ package final class TrustedDirectory: Sendable {
     ) throws(SystemError)
         -> TrustedDirectory
     {
-        var descriptor = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        var descriptor = SystemCall.open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         if descriptor < 0, !privateToCaller, let target = systemdPrivateTarget(of: path) {
             // `DynamicUser=` with `RuntimeDirectoryPreserve=` (or `StateDirectory=`): systemd's
             // link to `private/<name>`, checked like the directory itself below.
-            descriptor = Glibc.open(target, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            descriptor = SystemCall.open(target, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         }
         guard descriptor >= 0 else {
             let error = errno

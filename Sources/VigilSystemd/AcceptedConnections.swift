@@ -4,16 +4,6 @@ import VigilEventLoop
 import VigilPOSIX
 import VigilPlatform
 
-/// `accept4(2)`: Glibc's module imports it only with `_GNU_SOURCE`. Non-blocking and close-on-exec
-/// from the first instant, so a child spawned meanwhile inherits no connection.
-@_silgen_name("accept4")
-private func acceptConnection(
-    _ descriptor: Int32,
-    _ address: UnsafeMutableRawPointer?,
-    _ length: UnsafeMutableRawPointer?,
-    _ flags: Int32
-) -> Int32
-
 /// The connections a ``ListeningSocket`` accepts, as an async sequence: a line protocol or any
 /// other stream protocol without SwiftNIO (for HTTP, SwiftNIO and Hummingbird stay the way:
 /// `Examples/hello-http`).
@@ -127,12 +117,7 @@ public final class AcceptedConnections: AsyncSequence, Sendable {
     private func accept() async throws(SystemError) -> Connection? {
         let fd = socket.fileDescriptor
         while !isStopped {
-            let connection = acceptConnection(
-                fd,
-                nil,
-                nil,
-                Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
-            )
+            let connection = SystemCall.accept(fd, flags: Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
             if connection >= 0 {
                 recovered()
                 poller.connectionOpened()
@@ -143,7 +128,7 @@ public final class AcceptedConnections: AsyncSequence, Sendable {
             case EAGAIN, EWOULDBLOCK:
                 let outcome = await poller.wait(for: fd, events: Int16(POLLIN), idle: true)
                 if outcome == .stopping || outcome == .cancelled { return nil }
-            case EINTR, ECONNABORTED, EPROTO, EPERM, ENETDOWN, ENOPROTOOPT, EHOSTDOWN, ENONET, EHOSTUNREACH,
+            case ECONNABORTED, EPROTO, EPERM, ENETDOWN, ENOPROTOOPT, EHOSTDOWN, ENONET, EHOSTUNREACH,
                 EOPNOTSUPP, ENETUNREACH:
                 // accept(2): errors of the pending connection, not of the socket; the next one may do.
                 continue

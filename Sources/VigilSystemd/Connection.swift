@@ -175,21 +175,20 @@ public final class Connection: Sendable, CustomStringConvertible {
         while offset < bytes.count {
             let written = try state.withLock { state throws(SystemdError) -> Int in
                 guard !state.closed else { throw closedError() }
-                while true {
-                    let count = bytes.withUnsafeBytes { raw in
+                let outcome = bytes.withUnsafeBytes { raw in
+                    SystemCall.nonBlocking(.send, .descriptor(fileDescriptor)) {
                         send(fileDescriptor, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
                     }
-                    if count >= 0 { return count }
-                    switch errno {
-                    case EINTR: continue
-                    case EAGAIN, EWOULDBLOCK: return 0
-                    case let code:
-                        throw SystemdError(
-                            .failed,
-                            "\(description): cannot write: \(SystemError.describe(code))",
-                            cause: SystemError(path: description, operation: "write to", errno: code)
-                        )
-                    }
+                }
+                switch outcome {
+                case .done(let count): return count
+                case .wouldBlock: return 0
+                case .failed(let code):
+                    throw SystemdError(
+                        .failed,
+                        "\(description): cannot write: \(SystemError.describe(code))",
+                        cause: SystemError(path: description, operation: "write to", errno: code)
+                    )
                 }
             }
             offset += written
@@ -208,7 +207,7 @@ public final class Connection: Sendable, CustomStringConvertible {
         }
         guard wasOpen else { return }
         poller.connectionClosed(fileDescriptor)
-        _ = Glibc.close(fileDescriptor)
+        SystemCall.close(fileDescriptor)
     }
 
     // MARK: - Internals
@@ -223,30 +222,28 @@ public final class Connection: Sendable, CustomStringConvertible {
     /// One non-blocking read into the buffer. True when it read bytes or reached the end.
     private func fill(_ state: inout State) throws(SystemdError) -> Bool {
         guard !state.closed else { throw closedError() }
-        while true {
-            let count = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 16384) { chunk in
-                let count = Glibc.read(fileDescriptor, chunk.baseAddress, chunk.count)
-                if count > 0 {
-                    state.buffer.append(contentsOf: chunk[..<count])
-                    state.receivedAny = true
-                }
-                return count
+        let outcome = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 16384) { chunk in
+            let outcome = SystemCall.Outcome(
+                SystemCall.read(fileDescriptor, into: UnsafeMutableRawBufferPointer(chunk))
+            )
+            if case .done(let count) = outcome, count > 0 {
+                state.buffer.append(contentsOf: chunk[..<count])
+                state.receivedAny = true
             }
-            if count > 0 { return true }
-            if count == 0 {
-                state.ended = true
-                return true
-            }
-            switch errno {
-            case EINTR: continue
-            case EAGAIN, EWOULDBLOCK: return false
-            case let code:
-                throw SystemdError(
-                    .failed,
-                    "\(description): cannot read: \(SystemError.describe(code))",
-                    cause: SystemError(path: description, operation: "read from", errno: code)
-                )
-            }
+            return outcome
+        }
+        switch outcome {
+        case .done(0):
+            state.ended = true
+            return true
+        case .done: return true
+        case .wouldBlock: return false
+        case .failed(let code):
+            throw SystemdError(
+                .failed,
+                "\(description): cannot read: \(SystemError.describe(code))",
+                cause: SystemError(path: description, operation: "read from", errno: code)
+            )
         }
     }
 

@@ -1,4 +1,5 @@
 import Synchronization
+import VigilPOSIX
 import VigilPlatform
 
 /// A close-on-exec `AF_UNIX` datagram socket that sends to one address: systemd's notify socket
@@ -19,12 +20,7 @@ package final class DatagramSocket: Sendable {
     }
 
     private let descriptor: Int32
-    private let address: Address
-
-    private struct Address: @unchecked Sendable {
-        var storage = sockaddr_un()
-        var length: socklen_t = 0
-    }
+    private let address: UnixSocketAddress
 
     /// Why ``init(opening:sendBuffer:)`` failed.
     package enum OpenFailure: Error, Equatable {
@@ -51,24 +47,12 @@ package final class DatagramSocket: Sendable {
     /// - Throws: ``OpenFailure/address`` for any other address, or one that does not fit
     ///   `sun_path`; ``OpenFailure/socket(_:)`` when no socket can be had.
     package init(opening text: String, sendBuffer: Int32? = nil) throws(OpenFailure) {
-        var address = Address()
-        address.storage.sun_family = sa_family_t(AF_UNIX)
-        var bytes = Array(text.utf8)
-        guard let first = bytes.first, first == UInt8(ascii: "/") || first == UInt8(ascii: "@") else {
+        guard text.hasPrefix("/") || text.hasPrefix("@"), let address = UnixSocketAddress(text) else {
             throw .address
         }
-        let capacity = MemoryLayout.size(ofValue: address.storage.sun_path)
-        // A path needs its terminating NUL inside sun_path; an abstract name does not.
-        guard bytes.count < capacity || (first == UInt8(ascii: "@") && bytes.count <= capacity) else {
-            throw .address
+        let descriptor = SystemCall.retrying32(.socket, .path(text)) {
+            socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         }
-        if first == UInt8(ascii: "@") { bytes[0] = 0 }
-        withUnsafeMutableBytes(of: &address.storage.sun_path) { raw in
-            for (index, byte) in bytes.enumerated() { raw[index] = byte }
-        }
-        let pathOffset = MemoryLayout<sockaddr_un>.offset(of: \.sun_path) ?? 2
-        address.length = socklen_t(pathOffset + bytes.count + (first == UInt8(ascii: "@") ? 0 : 1))
-        let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else { throw .socket(errno) }
         if var size = sendBuffer {
             let length = socklen_t(MemoryLayout<Int32>.size)
@@ -81,25 +65,30 @@ package final class DatagramSocket: Sendable {
         self.address = address
     }
 
-    deinit { close(descriptor) }
+    deinit { SystemCall.close(descriptor) }
+
+    /// The outcome of a send as ``SystemCall`` reports it: `ENOBUFS` would block too.
+    private static func outcome(_ result: SystemCall.Outcome) -> Outcome {
+        switch result {
+        case .done: .sent
+        case .wouldBlock, .failed(ENOBUFS): .wouldBlock
+        case .failed(let code): .failed(code)
+        }
+    }
+
+    /// What the failure seam sees of a send on this socket: the address and the descriptor.
+    private var subject: SystemCall.Subject { SystemCall.Subject(path: address.text, descriptor: descriptor) }
 
     /// Sends `bytes` as one datagram. The corresponding C function is `sendto(2)` with
     /// `MSG_DONTWAIT | MSG_NOSIGNAL`, or without `MSG_DONTWAIT` when `blocking`.
     package func send(_ bytes: UnsafeRawBufferPointer, blocking: Bool = false) -> Outcome {
         let flags = Int32(MSG_NOSIGNAL) | (blocking ? 0 : Int32(MSG_DONTWAIT))
-        var address = self.address
-        while true {
-            let result = withUnsafePointer(to: &address.storage) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    sendto(descriptor, bytes.baseAddress, bytes.count, flags, $0, address.length)
+        return address.withSocketAddress { name, length in
+            Self.outcome(
+                SystemCall.nonBlocking(.sendto, subject) {
+                    sendto(descriptor, bytes.baseAddress, bytes.count, flags, name, length)
                 }
-            }
-            if result >= 0 { return .sent }
-            switch errno {
-            case EINTR: continue
-            case EAGAIN, EWOULDBLOCK, ENOBUFS: return .wouldBlock
-            case let code: return .failed(code)
-            }
+            )
         }
     }
 
@@ -108,28 +97,17 @@ package final class DatagramSocket: Sendable {
     /// `ECONNREFUSED`: nobody listens). Connecting again re-targets it (the peer's socket was
     /// made anew). The corresponding C function is `connect(2)`.
     package func connect() -> Int32 {
-        var address = self.address
-        let result = withUnsafePointer(to: &address.storage) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                systemConnect(descriptor, $0, address.length)
-            }
-        }
-        return result == 0 ? 0 : errno
+        SystemCall.connect(descriptor, address) == 0 ? 0 : errno
     }
 
     /// Sends `bytes` as one datagram to the address ``connect()`` connected to. The
     /// corresponding C function is `send(2)` with `MSG_DONTWAIT | MSG_NOSIGNAL`.
     package func sendConnected(_ bytes: UnsafeRawBufferPointer) -> Outcome {
-        while true {
-            if systemSend(descriptor, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT)) >= 0 {
-                return .sent
+        Self.outcome(
+            SystemCall.nonBlocking(.send, subject) {
+                systemSend(descriptor, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
             }
-            switch errno {
-            case EINTR: continue
-            case EAGAIN, EWOULDBLOCK, ENOBUFS: return .wouldBlock
-            case let code: return .failed(code)
-            }
-        }
+        )
     }
 
     /// Sends the UTF-8 of `text` as one datagram (see ``send(_:blocking:)``).
@@ -143,7 +121,6 @@ package final class DatagramSocket: Sendable {
     /// C function is `sendmsg(2)`; flags as in ``send(_:blocking:)``.
     package func send(_ text: String, passing descriptor: Int32, blocking: Bool = false) -> Outcome {
         let flags = Int32(MSG_NOSIGNAL) | (blocking ? 0 : Int32(MSG_DONTWAIT))
-        var address = self.address
         var bytes = Array(text.utf8)
         // struct cmsghdr { size_t cmsg_len; int cmsg_level; int cmsg_type; } then the data, both
         // aligned to size_t (CMSG_LEN / CMSG_SPACE).
@@ -160,39 +137,28 @@ package final class DatagramSocket: Sendable {
             raw.storeBytes(of: header, as: cmsghdr.self)
             raw.storeBytes(of: descriptor, toByteOffset: headerLength, as: Int32.self)
         }
-        while true {
-            let result = bytes.withUnsafeMutableBytes { data in
-                control.withUnsafeMutableBytes { controlBytes in
-                    withUnsafeMutablePointer(to: &address.storage) { name in
-                        var vector = iovec(iov_base: data.baseAddress, iov_len: data.count)
-                        return withUnsafeMutablePointer(to: &vector) { vectorPointer in
-                            var message = msghdr()
-                            message.msg_name = UnsafeMutableRawPointer(name)
-                            message.msg_namelen = address.length
-                            message.msg_iov = vectorPointer
-                            message.msg_iovlen = 1
-                            message.msg_control = controlBytes.baseAddress
-                            message.msg_controllen = controlBytes.count
-                            return sendmsg(self.descriptor, &message, flags)
-                        }
+        let result = bytes.withUnsafeMutableBytes { data in
+            control.withUnsafeMutableBytes { controlBytes in
+                address.withSocketAddress { name, length in
+                    var vector = iovec(iov_base: data.baseAddress, iov_len: data.count)
+                    return withUnsafeMutablePointer(to: &vector) { vectorPointer in
+                        var message = msghdr()
+                        message.msg_name = UnsafeMutableRawPointer(mutating: name)
+                        message.msg_namelen = length
+                        message.msg_iov = vectorPointer
+                        message.msg_iovlen = 1
+                        message.msg_control = controlBytes.baseAddress
+                        message.msg_controllen = controlBytes.count
+                        return SystemCall.nonBlocking(.sendmsg, subject) { sendmsg(self.descriptor, &message, flags) }
                     }
                 }
             }
-            if result >= 0 { return .sent }
-            switch errno {
-            case EINTR: continue
-            case EAGAIN, EWOULDBLOCK, ENOBUFS: return .wouldBlock
-            case let code: return .failed(code)
-            }
         }
+        return Self.outcome(result)
     }
 }
 
-// The C calls whose names DatagramSocket's own methods shadow.
-private func systemConnect(_ descriptor: Int32, _ address: UnsafePointer<sockaddr>, _ length: socklen_t) -> Int32 {
-    connect(descriptor, address, length)
-}
-
+// The C call whose name DatagramSocket's own methods shadow.
 private func systemSend(_ descriptor: Int32, _ bytes: UnsafeRawPointer?, _ count: Int, _ flags: Int32) -> Int {
     send(descriptor, bytes, count, flags)
 }

@@ -150,7 +150,7 @@ public struct ListeningSocket: Sendable, Hashable {
 
     /// Closes the descriptor. A Unix socket's path is left in place (the next bind replaces it).
     public func close() {
-        _ = Glibc.close(fileDescriptor)
+        SystemCall.close(fileDescriptor)
     }
 
     /// The one descriptor named `name`; `nil` when systemd passed none at all.
@@ -341,33 +341,22 @@ extension ListeningSocket {
         address: Address,
         backlog: Int32
     ) throws(SystemdError) -> ListeningSocket {
-        var storage = sockaddr_un()
-        storage.sun_family = sa_family_t(AF_UNIX)
-        let capacity = MemoryLayout.size(ofValue: storage.sun_path)
-        let abstract = path.hasPrefix("@")
-        let bytes = Array(path.utf8)
         // A filesystem path needs its terminating NUL inside sun_path.
-        guard !bytes.isEmpty, !bytes.contains(0), bytes.count <= (abstract ? capacity : capacity - 1) else {
+        guard let unixAddress = UnixSocketAddress(path) else {
             throw SystemdError.listeningSocket(
                 .invalidAddress,
-                "cannot listen on Unix socket '\(path.prefix(200))': a path must be 1 to \(capacity - 1) bytes without NUL (it is \(bytes.count)); choose a shorter path, e.g. under /run"
+                "cannot listen on Unix socket '\(path.prefix(200))': a path must be 1 to \(UnixSocketAddress.capacity - 1) bytes without NUL (it is \(path.utf8.count)); choose a shorter path, e.g. under /run"
             )
         }
-        withUnsafeMutableBytes(of: &storage.sun_path) { raw in
-            raw.copyBytes(from: bytes)
-            if abstract { raw[0] = 0 }
-        }
-        let offset = MemoryLayout<sockaddr_un>.offset(of: \.sun_path) ?? MemoryLayout<sa_family_t>.size
-        let length = socklen_t(offset + bytes.count + (abstract ? 0 : 1))
         let attempt = {
-            withUnsafePointer(to: &storage) { pointer in
-                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
-                    bindAndListen(AF_UNIX, socketAddress, length, address, backlog)
-                }
+            unixAddress.withSocketAddress { socketAddress, length in
+                bindAndListen(AF_UNIX, socketAddress, length, address, backlog)
             }
         }
         let first = attempt()
-        guard case .failure(let error) = first, error.errno == EADDRINUSE, !abstract, isStale(&storage, length) else {
+        guard case .failure(let error) = first, error.errno == EADDRINUSE, !unixAddress.isAbstract,
+            isStale(unixAddress)
+        else {
             return try first.get()
         }
         unlink(path)
@@ -375,19 +364,13 @@ extension ListeningSocket {
     }
 
     /// A socket file at the address nobody listens on: left by a process that is gone.
-    private static func isStale(_ storage: inout sockaddr_un, _ length: socklen_t) -> Bool {
+    private static func isStale(_ address: UnixSocketAddress) -> Bool {
         var info = stat()
-        let isSocket = withUnsafeBytes(of: &storage.sun_path) { raw in
-            raw.withMemoryRebound(to: CChar.self) { lstat($0.baseAddress!, &info) == 0 }
-        }
-        guard isSocket, info.st_mode & S_IFMT == S_IFSOCK else { return false }
+        guard lstat(address.text, &info) == 0, info.st_mode & S_IFMT == S_IFSOCK else { return false }
         let probe = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard probe >= 0 else { return false }
-        defer { _ = Glibc.close(probe) }
-        let result = withUnsafePointer(to: &storage) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(probe, $0, length) }
-        }
-        return result != 0 && errno == ECONNREFUSED
+        let owned = FileDescriptor(probe)
+        return SystemCall.connect(owned.rawValue, address) != 0 && errno == ECONNREFUSED
     }
 
     private static func bindAndListen(
@@ -406,9 +389,9 @@ extension ListeningSocket {
         }
         var yes: Int32 = 1
         _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
-        if Glibc.bind(fd, socketAddress, length) != 0 {
+        if SystemCall.bind(fd, socketAddress, length) != 0 {
             let code = errno
-            _ = Glibc.close(fd)
+            SystemCall.close(fd)
             let advice =
                 switch code {
                 case EADDRINUSE:
@@ -428,7 +411,7 @@ extension ListeningSocket {
         }
         guard listen(fd, max(backlog, 1)) == 0 else {
             let code = errno
-            _ = Glibc.close(fd)
+            SystemCall.close(fd)
             let cause = SystemError(path: "\(address)", operation: "listen on", errno: code)
             return .failure(SystemdError.listeningSocket(.bindFailed, "cannot listen on \(address)", cause: cause))
         }
@@ -465,14 +448,7 @@ extension ListeningSocket {
             let host = withUnsafeBytes(of: ipv6.sin6_addr) { numeric(AF_INET6, $0) }
             return .ipv6(host: host, port: UInt16(bigEndian: ipv6.sin6_port))
         case AF_UNIX:
-            let unix = withUnsafeBytes(of: &storage) { $0.load(as: sockaddr_un.self) }
-            let offset = MemoryLayout<sockaddr_un>.offset(of: \.sun_path) ?? MemoryLayout<sa_family_t>.size
-            let pathLength = max(0, min(Int(length) - offset, MemoryLayout.size(ofValue: unix.sun_path)))
-            let bytes = withUnsafeBytes(of: unix.sun_path) { Array($0.prefix(pathLength)) }
-            if let first = bytes.first, first == 0 {
-                return .unix(path: "@" + String(decoding: bytes.dropFirst(), as: UTF8.self))
-            }
-            return .unix(path: String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self))
+            return .unix(path: UnixSocketAddress(storage, length: length).text)
         case let family:
             return .other(family: family)
         }

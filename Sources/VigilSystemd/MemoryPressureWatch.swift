@@ -158,11 +158,12 @@ package final class MemoryPressureWatch: Sendable {
                     var buffer = [UInt8](repeating: 0, count: 4096)
                     var reads = 0
                     while reads < 64 {
-                        let count = read(descriptor, &buffer, buffer.count)
+                        let outcome = buffer.withUnsafeMutableBytes {
+                            SystemCall.Outcome(SystemCall.read(descriptor, into: $0))
+                        }
                         reads += 1
-                        if count > 0 { continue }
-                        if count < 0 && errno == EINTR { continue }
-                        if count == 0 || (count < 0 && errno != EAGAIN) { ended = true }
+                        if case .done(let count) = outcome, count > 0 { continue }
+                        if outcome != .wouldBlock { ended = true }
                         break
                     }
                 }
@@ -206,15 +207,9 @@ package final class MemoryPressureWatch: Sendable {
 
     /// A non-blocking `AF_UNIX` stream socket connected to `path`; -1 with `errno` on failure.
     private static func connectStream(_ path: String) -> Int32 {
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
+        guard let address = UnixSocketAddress(path), !address.isAbstract else {
             errno = ENAMETOOLONG
             return -1
-        }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (index, byte) in bytes.enumerated() { raw[index] = byte }
         }
         let descriptor = socket(
             AF_UNIX,
@@ -222,12 +217,7 @@ package final class MemoryPressureWatch: Sendable {
             0
         )
         guard descriptor >= 0 else { return -1 }
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
-        guard connected == 0 else {
+        guard SystemCall.connect(descriptor, address) == 0 else {
             let code = errno
             close(descriptor)
             errno = code

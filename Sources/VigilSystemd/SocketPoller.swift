@@ -202,8 +202,8 @@ final class SocketPoller: Sendable {
                 return Int32(clamping: (nearest - now + 999_999) / 1_000_000)
             }
             guard let timeout else { return }
-            let count = poll(&descriptors, nfds_t(descriptors.count), timeout)
-            if count < 0 && errno != EINTR && errno != ENOMEM {
+            let count = SystemCall.poll(&descriptors, descriptors.count, timeout: timeout)
+            if count < 0 && errno != ENOMEM {
                 // EFAULT/EINVAL cannot happen with this array; rather than spin, end every wait
                 // as ready so each caller's own call reports the failure.
                 let ended = state.withLock { state -> [CheckedContinuation<Outcome, Never>] in

@@ -1,4 +1,5 @@
 import Logging
+import VigilPOSIX
 import VigilPlatform
 
 /// A swift-log handler that writes one line per entry to stderr, in one of two formats.
@@ -72,16 +73,7 @@ public struct StderrLogHandler: LogHandler {
 
     /// Writes `bytes` as ``writeToStandardError(_:)-(String)`` does.
     static func writeToStandardError(_ bytes: [UInt8]) {
-        bytes.withUnsafeBytes { bytes in
-            guard let base = bytes.baseAddress else { return }
-            var offset = 0
-            while offset < bytes.count {
-                let written = write(2, base + offset, bytes.count - offset)
-                if written < 0 && errno == EINTR { continue }
-                guard written > 0 else { return }
-                offset += written
-            }
-        }
+        _ = bytes.withUnsafeBytes { SystemCall.writeAll($0, to: 2) }
     }
 
     /// `text` with every control character spelled out (`\n`, `\r`, `\t`, `\x1B`, `\u{85}`)

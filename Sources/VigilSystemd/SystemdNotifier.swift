@@ -140,28 +140,23 @@ public struct SystemdNotifier: Sendable {
     private static func awaitHangUp(_ descriptor: Int32, timeout: Duration) -> Bool {
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: max(timeout, .zero))
+        // Rounded up to whole milliseconds, so a wait never ends just short of the deadline.
+        func millisecondsLeft() -> Int32 {
+            let (seconds, attoseconds) = max(clock.now.duration(to: deadline), .zero).components
+            return Int32(min(seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000, 3_600_000))
+        }
         while true {
-            let left = clock.now.duration(to: deadline)
-            let (seconds, attoseconds) = max(left, .zero).components
-            // Rounded up to whole milliseconds, so a wait never ends just short of the deadline.
-            let milliseconds = min(
-                seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000,
-                3_600_000
-            )
             var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-            let result = poll(&entry, 1, Int32(milliseconds))
-            if result < 0 {
-                if errno == EINTR { continue }
-                return false
-            }
+            let result = SystemCall.poll(&entry, 1, timeout: millisecondsLeft())
+            if result < 0 { return false }
             if result > 0 {
                 if entry.revents & Int16(POLLHUP) != 0 { return true }
                 guard entry.revents & Int16(POLLIN) != 0 else { return false }  // POLLERR, POLLNVAL
                 // Bytes (nothing systemd sends) are read away; end of file is the hang-up.
                 var byte: UInt8 = 0
-                let count = read(descriptor, &byte, 1)
+                let count = withUnsafeMutableBytes(of: &byte) { SystemCall.read(descriptor, into: $0) }
                 if count == 0 { return true }
-                if count < 0 && errno != EINTR { return false }
+                if count < 0 { return false }
                 continue
             }
             if clock.now >= deadline { return false }
@@ -173,6 +168,17 @@ public struct SystemdNotifier: Sendable {
 
     /// Datagrams dropped because systemd did not take them and the backlog was full (tests).
     package static var dropped: Int { NotifyConnection.current.withLock { $0?.dropped ?? 0 } }
+
+    /// Sends `text` to `address` as ``send(_:)`` sends to `NOTIFY_SOCKET`, through the same
+    /// connection and queue (tests: the test runner never sets `NOTIFY_SOCKET`); the errno of a
+    /// failure, or `nil`.
+    package static func send(_ text: String, toAddress address: String) -> Int32? {
+        switch NotifyConnection.for(address) {
+        case .success(let connection): connection.send(text)
+        case .failure(.socket(let code)): code
+        case .failure(.address): EAFNOSUPPORT
+        }
+    }
 }
 
 /// One socket to one `NOTIFY_SOCKET` address, with the datagrams that wait for it.

@@ -62,10 +62,9 @@ public final class DaemonProcess: Sendable {
         // a `send` after the exit would signal that (a SIGUSR1 once killed the runner so).
         DetachedThread.run {
             var info = siginfo_t()
-            var result: Int32
-            repeat {
-                result = waitid(P_PID, id_t(spawned), &info, WEXITED | WNOWAIT)
-            } while result < 0 && errno == EINTR
+            let result = SystemCall.retrying32(.waitid, .unspecified) {
+                waitid(P_PID, id_t(spawned), &info, WEXITED | WNOWAIT)
+            }
             // A caller that reaps the child itself (waitpid on `pid`) leaves no zombie to reap.
             if result == 0 { zombie.value.withLock { $0 = true } }
             let status = info._sifields._sigchld.si_status
@@ -189,7 +188,7 @@ public final class DaemonProcess: Sendable {
         }
         if wasZombie {
             var raw: Int32 = 0
-            while waitpid(pid, &raw, 0) < 0 && errno == EINTR {}
+            _ = SystemCall.retrying32(.waitpid, .unspecified) { waitpid(pid, &raw, 0) }
         }
         return status
     }
@@ -206,7 +205,7 @@ public final class DaemonProcess: Sendable {
         let pid = self.pid
         DetachedThread.run {
             var status: Int32 = 0
-            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            _ = SystemCall.retrying32(.waitpid, .unspecified) { waitpid(pid, &status, 0) }
         }
     }
 }

@@ -1,6 +1,7 @@
 @preconcurrency import Dispatch
 import Synchronization
 import VigilLifecycle
+import VigilPOSIX
 import VigilPlatform
 
 /// A real `AF_UNIX` datagram socket in a temporary directory that stands in for systemd's
@@ -140,7 +141,6 @@ public final class FakeNotifySocket: Sendable {
                 taken.append(passed)
                 return true
             }
-            if received.count < 0 && errno == EINTR { continue }
             guard received.count > 0 else { return }
             let text = String(decoding: buffer[0..<received.count], as: UTF8.self)
             defer {
@@ -183,7 +183,9 @@ public final class FakeNotifySocket: Sendable {
                     message.msg_iovlen = 1
                     message.msg_control = controlBytes.baseAddress
                     message.msg_controllen = controlBytes.count
-                    let count = recvmsg(descriptor, &message, Int32(MSG_CMSG_CLOEXEC))
+                    let count = SystemCall.retrying(.recv, .descriptor(descriptor)) {
+                        recvmsg(descriptor, &message, Int32(MSG_CMSG_CLOEXEC))
+                    }
                     return (count, count > 0 ? senderPID(&message) : 0, count > 0 ? message.msg_controllen : 0)
                 }
             }
@@ -273,18 +275,9 @@ package enum UnixDatagramSocket {
     package static func bind(path: String) throws -> Int32 {
         let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else { throw SystemCallError("socket", errno) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (index, byte) in path.utf8.enumerated() { raw[index] = byte }
-        }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                Glibc.bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
-        guard bound == 0 else {
-            let code = errno
+        let address = UnixSocketAddress(path)
+        guard let address, SystemCall.bind(descriptor, address) == 0 else {
+            let code = address == nil ? ENAMETOOLONG : errno
             close(descriptor)
             throw SystemCallError("bind \(path)", code)
         }
