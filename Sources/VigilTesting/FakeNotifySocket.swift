@@ -18,7 +18,10 @@ public final class FakeNotifySocket: Sendable {
         public var text: String
         /// The sending process.
         public var senderPID: Int32
-        /// `CLOCK_MONOTONIC` at receipt, in µs.
+        /// When it reached the socket, in µs of `CLOCK_MONOTONIC`: the kernel's stamp
+        /// (`SO_TIMESTAMPNS`), not when the receiving thread woke up, so that a test runner
+        /// slowed by load does not move it (a reader that woke 100 ms late stamped `READY=1`
+        /// 100 ms late, and a test measured the pings after it as early).
         public var receivedAt: UInt64
         /// The descriptors that came with it (`SCM_RIGHTS`), in order; the fake closes them once
         /// the datagram is recorded (a `BARRIER=1`'s only if it ``init(answersBarriers:)``).
@@ -98,6 +101,7 @@ public final class FakeNotifySocket: Sendable {
         self.descriptor = descriptor
         var on: Int32 = 1
         setsockopt(descriptor, SOL_SOCKET, SO_PASSCRED, &on, socklen_t(MemoryLayout<Int32>.size))
+        setsockopt(descriptor, SOL_SOCKET, SO_TIMESTAMPNS, &on, socklen_t(MemoryLayout<Int32>.size))
         let datagrams = self.datagrams
         let done = self.done
         let control = self.control
@@ -154,7 +158,7 @@ public final class FakeNotifySocket: Sendable {
                 Datagram(
                     text: text,
                     senderPID: received.senderPID,
-                    receivedAt: MonotonicClock.microseconds(),
+                    receivedAt: Self.monotonic(fromRealtime: received.arrivedAt),
                     passedDescriptors: received.passed
                 )
             )
@@ -173,7 +177,7 @@ public final class FakeNotifySocket: Sendable {
         into buffer: inout [UInt8],
         control: inout [UInt8],
         keep: ((Int32) -> Bool)? = nil
-    ) -> (count: Int, senderPID: Int32, passed: [Datagram.PassedDescriptor]) {
+    ) -> (count: Int, senderPID: Int32, passed: [Datagram.PassedDescriptor], arrivedAt: UInt64?) {
         let (count, sender, controlLength) = buffer.withUnsafeMutableBytes { data in
             control.withUnsafeMutableBytes { controlBytes -> (Int, Int32, Int) in
                 var vector = iovec(iov_base: data.baseAddress, iov_len: data.count)
@@ -190,11 +194,22 @@ public final class FakeNotifySocket: Sendable {
                 }
             }
         }
-        guard count > 0 else { return (count, 0, []) }
+        guard count > 0 else { return (count, 0, [], nil) }
         let passed = control.withUnsafeBytes {
             passedDescriptors($0, length: controlLength) { keep?($0) ?? false }
         }
-        return (count, sender, passed)
+        var arrivedAt: UInt64?
+        control.withUnsafeBytes { bytes in
+            controlMessages(bytes, length: controlLength) { level, type, data in
+                // SCM_TIMESTAMPNS (SO_TIMESTAMPNS_OLD on 64-bit Linux): a timespec of CLOCK_REALTIME.
+                guard level == SOL_SOCKET, type == SO_TIMESTAMPNS, data.count >= MemoryLayout<timespec>.size else {
+                    return
+                }
+                let stamp = data.loadUnaligned(as: timespec.self)
+                arrivedAt = UInt64(stamp.tv_sec) &* 1_000_000_000 &+ UInt64(stamp.tv_nsec)
+            }
+        }
+        return (count, sender, passed, arrivedAt)
     }
 
     /// `SCM_CREDENTIALS` on Linux; Glibc's module hides it behind `_GNU_SOURCE`.
@@ -224,6 +239,18 @@ public final class FakeNotifySocket: Sendable {
             )
             offset += aligned(total)
         }
+    }
+
+    /// A `CLOCK_REALTIME` stamp in ns as `CLOCK_MONOTONIC` µs: now on the monotonic clock less
+    /// how long ago it was on the real-time one (now when there is none, or it is in the future).
+    private static func monotonic(fromRealtime stamp: UInt64?) -> UInt64 {
+        let now = MonotonicClock.microseconds()
+        var real = timespec()
+        guard let stamp, clock_gettime(CLOCK_REALTIME, &real) == 0 else { return now }
+        let realNow = UInt64(real.tv_sec) &* 1_000_000_000 &+ UInt64(real.tv_nsec)
+        guard realNow >= stamp else { return now }
+        let ago = (realNow - stamp) / 1000
+        return ago < now ? now - ago : now
     }
 
     private static func senderPID(_ message: inout msghdr) -> Int32 {
