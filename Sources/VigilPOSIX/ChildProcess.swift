@@ -155,8 +155,10 @@ public struct ChildProcess: Sendable, Hashable {
     /// pid as the group's id: a child started with `inOwnProcessGroup: true`, and the children
     /// it started, while any of them runs, even after the child itself ended).
     ///
-    /// - Important: Only while the child has not been reaped (by ``wait()`` or
-    ///   `termination()`): after that, its pid may have been given to another process.
+    /// - Important: To the child alone, only while it has not been reaped (by ``wait()`` or
+    ///   `termination()`): after that, its pid may have been given to another process. To its
+    ///   group, while any process of the group runs (the kernel gives no new process a pid that
+    ///   is still a group's id); once the whole group is gone, the id is free again.
     ///
     /// - Throws: ``SystemError`` (`ESRCH`: no such process or group left; `EINVAL`: not a
     ///   signal; `EPERM`: a group whose processes changed user).
