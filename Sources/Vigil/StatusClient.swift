@@ -129,7 +129,7 @@ package struct StatusClient: Sendable {
             switch status.previousShutdownClean {
             case true?: "clean"
             case false?: "UNCLEAN (crash, kill -9 or power loss)"
-            case nil: "unknown (not read yet, or the daemon keeps no record of it)"
+            case nil: "unknown (not read yet, a first run, or the daemon keeps no record of it)"
             }
         text.append(line("previous stop", previous))
         return text.joined(separator: "\n")

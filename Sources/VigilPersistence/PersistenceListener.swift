@@ -75,8 +75,9 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
             let directory = FileSystem.parent(of: path)
             try FileSystem.makeDirectories(directory)
             try StateStore.checkOwnership(of: directory)
+            let existed = !FileSystem.isAbsent(path)
             let store = try StateStore(path: path)
-            let previous = try marker.begin()
+            let previous = try marker.begin(dataExisted: existed)
             return Opened(store: store, previous: previous)
         }
     }

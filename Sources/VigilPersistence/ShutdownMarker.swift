@@ -19,7 +19,7 @@ import VigilPlatform
 ///     var previousShutdownClean: Bool? { marker.previousShutdownClean }
 ///
 ///     func start(context: ListenerContext) async throws {
-///         let previous = try marker.begin()  // before the store opens
+///         let previous = try marker.begin(dataExisted: access(databasePath, F_OK) == 0)  // before the store opens
 ///         if !previous.clean { context.logger.warning("the previous run did not stop cleanly") }
 ///         …
 ///     }
@@ -31,12 +31,16 @@ import VigilPlatform
 /// }
 /// ```
 public final class ShutdownMarker: ShutdownHistory {
-    /// How the previous run ended, as ``begin()`` found it.
+    /// How the previous run ended, as ``begin(dataExisted:)`` found it.
     public struct Previous: Sendable, Equatable {
         /// `false` when the marker was there: the previous run did not stop cleanly.
         public var clean: Bool
         /// What the marker recorded (the pid; escaped, at most 64 bytes read); `nil` when clean.
         public var pid: String?
+        /// No marker and no data from an earlier run (``begin(dataExisted:)``): nothing ran
+        /// before, so nothing is known of a previous stop (`clean` is then `true`: no run was
+        /// cut short).
+        public var firstRun: Bool = false
     }
 
     /// The marker file.
@@ -48,15 +52,24 @@ public final class ShutdownMarker: ShutdownHistory {
         self.path = path
     }
 
-    /// `nil` before ``begin()``, then whether the previous run stopped cleanly.
-    public var previousShutdownClean: Bool? { found.withLock { $0?.clean } }
+    /// `nil` before ``begin(dataExisted:)`` and on a first run (there was no previous stop to
+    /// know of), then whether the previous run stopped cleanly.
+    public var previousShutdownClean: Bool? {
+        found.withLock { $0.flatMap { $0.firstRun ? nil : $0.clean } }
+    }
 
     /// Reads how the previous run ended, then marks this run as running (the marker, holding
     /// this process's pid, written and synced before it returns). Call it at start, before the
     /// data it guards is opened.
+    ///
+    /// - Parameter dataExisted: whether the data the marker guards (its file, its database)
+    ///   was there before this run. Without it and without a marker, this is the first run:
+    ///   ``previousShutdownClean`` is then `nil` (unknown), not `true` (before, a daemon's very
+    ///   first start said "previous stop: clean").
     @discardableResult
-    public func begin() throws -> Previous {
-        var previous = Previous(clean: FileSystem.isAbsent(path), pid: nil)
+    public func begin(dataExisted: Bool = true) throws -> Previous {
+        let absent = FileSystem.isAbsent(path)
+        var previous = Previous(clean: absent, pid: nil, firstRun: absent && !dataExisted)
         if !previous.clean {
             // Whatever is there is read without blocking or following a link, and escaped.
             previous.pid =

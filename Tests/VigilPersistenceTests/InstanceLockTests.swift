@@ -126,6 +126,15 @@ import VigilTesting
         #expect(FileSystem.isAbsent(path + "/db.running"))
         #expect(try ShutdownMarker(path: path + "/db.running").begin().clean)
         unlink(path + "/db.running")
+        // No marker and no data from before: a first run, of whose previous stop nothing is known.
+        let first = ShutdownMarker(path: path + "/db.running")
+        #expect(try first.begin(dataExisted: false) == .init(clean: true, pid: nil, firstRun: true))
+        #expect(first.previousShutdownClean == nil, "a first start is not a clean previous stop")
+        // A marker left there says unclean whatever the data.
+        let after = ShutdownMarker(path: path + "/db.running")
+        #expect(try after.begin(dataExisted: false) == .init(clean: false, pid: "\(getpid())"))
+        #expect(after.previousShutdownClean == false)
+        unlink(path + "/db.running")
         rmdir(path)
     }
 }

@@ -179,7 +179,8 @@ struct PortListener: Listener {
         try await withRunningDaemon(
             listeners: [ConfigurationListener<SampleConfiguration>(source: .embeddedDefault), first]
         ) { daemon in
-            #expect(first.previousShutdownClean == true)
+            // A first start: no previous stop to know of (it said "clean" before).
+            #expect(first.previousShutdownClean == nil)
             #expect(access(path + ".running", F_OK) == 0, "the marker exists while running")
             try first.store?.set(Counter(count: 1), forKey: "worker")
             daemon.group.requestUserSignal(.sigusr1)
