@@ -1,4 +1,5 @@
 import Synchronization
+import VigilEventLoop
 
 /// Runs an action on a fixed schedule — every `interval`, counted from when it was started —
 /// until it is stopped: a heartbeat, a periodic checkpoint, a cache refresh.
@@ -29,16 +30,20 @@ public final class PeriodicTask: Sendable {
         var interval: Duration = .zero
         var action: (@Sendable () async -> Void)?
         /// When the schedule started, or the last tick.
-        var anchor: ContinuousClock.Instant?
+        var anchor: Duration?
         var task: Task<Void, Never>?
         /// Bumped by every (re)start so that a replaced loop never records a tick.
         var epoch = 0
     }
 
     private let state = Mutex(State())
+    private let clock: LoopClock
 
     /// Creates a stopped task.
-    public init() {}
+    public init() { self.clock = .monotonic }
+
+    /// Creates a stopped task whose ticks follow `clock` (a test's, advanced by hand).
+    package init(clock: LoopClock) { self.clock = clock }
 
     /// The interval in force; zero when stopped.
     public var interval: Duration { state.withLock { $0.interval } }
@@ -64,7 +69,7 @@ public final class PeriodicTask: Sendable {
                 state.anchor = nil
                 return previous
             }
-            let now = ContinuousClock.now
+            let now = clock.now
             let anchor = state.anchor ?? now
             state.anchor = anchor
             state.task = Self.loop(
@@ -95,17 +100,17 @@ public final class PeriodicTask: Sendable {
         _ owner: PeriodicTask,
         epoch: Int,
         interval: Duration,
-        first: ContinuousClock.Instant,
+        first: Duration,
         action: @escaping @Sendable () async -> Void
     ) -> Task<Void, Never> {
         // The schedule outlives the call that set it: it runs until stopped or replaced.
         Task {
             var next = first
             while !Task.isCancelled {
-                let wait = next - .now
+                let wait = next - owner.clock.now
                 if wait > .zero {
                     do {
-                        try await EventLoopExecutor.sleep(for: wait)
+                        try await owner.clock.sleep(for: wait)
                     } catch {
                         return
                     }
@@ -118,7 +123,7 @@ public final class PeriodicTask: Sendable {
                 guard current else { return }
                 await action()
                 next = next + interval
-                let now = ContinuousClock.now
+                let now = owner.clock.now
                 if next <= now {
                     // Fell behind (a long action, a stopped process): skip, do not replay.
                     next = now + interval

@@ -244,7 +244,7 @@ public final class ServiceListener: Listener {
                 return true
             }
             tasks.addTask {
-                try? await EventLoopExecutor.sleep(for: grace)
+                try? await context.clock.sleep(for: grace)
                 return false
             }
             let ended = await tasks.next() ?? false
