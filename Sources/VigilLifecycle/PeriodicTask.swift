@@ -34,16 +34,23 @@ public final class PeriodicTask: Sendable {
         var task: Task<Void, Never>?
         /// Bumped by every (re)start so that a replaced loop never records a tick.
         var epoch = 0
+        /// What ticks follow.
+        var clock: LoopClock
     }
 
-    private let state = Mutex(State())
-    private let clock: LoopClock
+    private let state: Mutex<State>
 
     /// Creates a stopped task.
-    public init() { self.clock = .monotonic }
+    public init() { state = Mutex(State(clock: .monotonic)) }
 
     /// Creates a stopped task whose ticks follow `clock` (a test's, advanced by hand).
-    package init(clock: LoopClock) { self.clock = clock }
+    package init(clock: LoopClock) { state = Mutex(State(clock: clock)) }
+
+    /// Ticks from the next start on follow `clock`: a listener passes its context's
+    /// (``ListenerContext/clock``) before it schedules.
+    package func use(_ clock: LoopClock) {
+        state.withLock { $0.clock = clock }
+    }
 
     /// The interval in force; zero when stopped.
     public var interval: Duration { state.withLock { $0.interval } }
@@ -69,11 +76,12 @@ public final class PeriodicTask: Sendable {
                 state.anchor = nil
                 return previous
             }
-            let now = clock.now
+            let now = state.clock.now
             let anchor = state.anchor ?? now
             state.anchor = anchor
             state.task = Self.loop(
                 self,
+                clock: state.clock,
                 epoch: state.epoch,
                 interval: interval,
                 first: anchor + interval,
@@ -98,6 +106,7 @@ public final class PeriodicTask: Sendable {
 
     private static func loop(
         _ owner: PeriodicTask,
+        clock: LoopClock,
         epoch: Int,
         interval: Duration,
         first: Duration,
@@ -107,10 +116,10 @@ public final class PeriodicTask: Sendable {
         Task {
             var next = first
             while !Task.isCancelled {
-                let wait = next - owner.clock.now
+                let wait = next - clock.now
                 if wait > .zero {
                     do {
-                        try await owner.clock.sleep(for: wait)
+                        try await clock.sleep(for: wait)
                     } catch {
                         return
                     }
@@ -123,7 +132,7 @@ public final class PeriodicTask: Sendable {
                 guard current else { return }
                 await action()
                 next = next + interval
-                let now = owner.clock.now
+                let now = clock.now
                 if next <= now {
                     // Fell behind (a long action, a stopped process): skip, do not replay.
                     next = now + interval

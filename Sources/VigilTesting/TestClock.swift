@@ -6,16 +6,19 @@ import VigilEventLoop
 ///
 /// ```swift
 /// let clock = TestClock()
-/// var configuration = ListenerGroup.Configuration(logger: logger)
-/// configuration.clock = clock.loopClock
-/// // … a hook that hangs, with a 50 ms budget:
-/// try await clock.waitForSleep(until: .milliseconds(50))  // the budget's timer is armed
-/// clock.advance(by: .milliseconds(50))                    // and now it ran out
+/// try await withRunningDaemon(listeners: [listener], clock: clock) { daemon in
+///     // … a hook that hangs, with a 50 ms budget:
+///     try await clock.waitForSleep(until: .milliseconds(50))  // the budget's timer is armed
+///     clock.advance(by: .milliseconds(50))                    // and now it ran out
+/// }
 /// ```
+///
+/// Pass it to ``withRunningDaemon(listeners:startupCommands:budgets:signals:watchdog:values:logger:clock:_:)``
+/// to run a daemon's budgets, probe timeouts, watchdog rounds and periodic tasks on it.
 ///
 /// Time starts at zero. Sleepers whose deadline comes are woken in deadline order; what they
 /// do then runs on their own tasks, so a test awaits its effect (an ``AsyncRecorder``) as usual.
-package final class TestClock: ManualClock {
+public final class TestClock: ManualClock {
     private struct Sleeper {
         let id: Int
         let deadline: Duration
@@ -37,19 +40,19 @@ package final class TestClock: ManualClock {
 
     /// A clock at zero. With `advancesWhenSlept`, every sleep moves the clock to its deadline
     /// and returns at once (for a loop whose waits the test only records, ``sleeps``).
-    package init(advancesWhenSlept: Bool = false) {
+    public init(advancesWhenSlept: Bool = false) {
         self.advancesWhenSlept = advancesWhenSlept
     }
 
     /// This clock as the seam Vigil's timers take.
     package var loopClock: LoopClock { LoopClock(self) }
 
-    package var now: Duration { state.withLock { $0.now } }
+    public var now: Duration { state.withLock { $0.now } }
 
     /// The deadline of every sleep that began, in order.
-    package var sleeps: [Duration] { arrivals.values }
+    public var sleeps: [Duration] { arrivals.values }
 
-    package func sleep(until deadline: Duration) async throws {
+    public func sleep(until deadline: Duration) async throws {
         if advancesWhenSlept {
             state.withLock { $0.now = max($0.now, deadline) }
             arrivals.append(deadline)
@@ -84,7 +87,7 @@ package final class TestClock: ManualClock {
     }
 
     /// Moves time on by `duration` and wakes every sleeper whose deadline came, earliest first.
-    package func advance(by duration: Duration) {
+    public func advance(by duration: Duration) {
         let due = state.withLock { state -> [Sleeper] in
             state.now += duration
             let now = state.now
@@ -96,20 +99,20 @@ package final class TestClock: ManualClock {
     }
 
     /// Moves time on to `instant` (nothing when it has passed).
-    package func advance(to instant: Duration) {
+    public func advance(to instant: Duration) {
         advance(by: max(instant - now, .zero))
     }
 
     /// Waits until a sleep until `deadline` began waiting on this clock: the timer a test is
     /// about to run out is armed. Throws ``AsyncRecorder/TimedOut`` after `timeout` (real time).
-    package func waitForSleep(until deadline: Duration, timeout: Duration = .seconds(30)) async throws {
+    public func waitForSleep(until deadline: Duration, timeout: Duration = .seconds(30)) async throws {
         try await arrivals.wait(timeout: timeout, "a sleep until \(deadline) on the test clock") {
             $0.contains(deadline)
         }
     }
 
     /// Waits until `count` sleeps in all began waiting on this clock.
-    package func waitForSleeps(_ count: Int, timeout: Duration = .seconds(30)) async throws {
+    public func waitForSleeps(_ count: Int, timeout: Duration = .seconds(30)) async throws {
         try await arrivals.wait(timeout: timeout, "\(count) sleep(s) on the test clock") { $0.count >= count }
     }
 }
