@@ -49,6 +49,9 @@ public struct Daemon: Sendable {
     /// `SystemdNotifier.barrier(timeout:)`. 1 s unless set; a frozen manager delays the exit by
     /// at most this much.
     public var exitBarrierTimeout: Duration = .seconds(1)
+    /// The clock of the group's budgets and probes and of the watchdog's rounds: the monotonic
+    /// clock, or a test's (VigilTesting's `TestClock`) that the test advances by hand.
+    package var clock: LoopClock = .monotonic
 
     /// Bootstraps swift-log once for the process: native journal entries when stderr is the
     /// journal, `<N>` lines under systemd otherwise, readable lines on a terminal.
@@ -135,19 +138,21 @@ public struct Daemon: Sendable {
         }
         let group: ListenerGroup
         do {
+            var configuration = ListenerGroup.Configuration(
+                logger: logger,
+                notifier: notifier,
+                signals: signals,
+                budgets: budgets,
+                observers: [LifecycleLogger(logger: logger, version: version)] + observers,
+                values: values,
+                metrics: metrics,
+                maximumHealthBudget: watchdog?.probeTimeout
+            )
+            configuration.clock = clock
             group = try ListenerGroup(
                 listeners: listeners,
                 startupCommands: startupCommands,
-                configuration: .init(
-                    logger: logger,
-                    notifier: notifier,
-                    signals: signals,
-                    budgets: budgets,
-                    observers: [LifecycleLogger(logger: logger, version: version)] + observers,
-                    values: values,
-                    metrics: metrics,
-                    maximumHealthBudget: watchdog?.probeTimeout
-                )
+                configuration: configuration
             )
         } catch {
             logger.critical("\(identifier) cannot start: \(error)")
@@ -165,7 +170,7 @@ public struct Daemon: Sendable {
         do {
             try await withThrowingTaskGroup(of: Void.self) { tasks in
                 if let watchdog {
-                    tasks.addTask { [notifier] in
+                    tasks.addTask { [notifier, clock] in
                         await watchdog.run(
                             probe: { timeout in
                                 // Quiet once a stop is under way: the mediator answers no
@@ -190,7 +195,8 @@ public struct Daemon: Sendable {
                                     "Health probe failed: withholding the watchdog ping; systemd will restart the daemon if this persists",
                                     metadata: ["MESSAGE_ID": .string(LifecycleMessageID.watchdogFault.rawValue)]
                                 )
-                            }
+                            },
+                            clock: clock
                         )
                     }
                 }

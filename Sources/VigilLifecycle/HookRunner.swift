@@ -1,4 +1,5 @@
 import Synchronization
+import VigilEventLoop
 
 /// How one hook call ended.
 enum HookOutcome<Value: Sendable>: Sendable {
@@ -41,14 +42,6 @@ struct HookSequence<Step: Sendable, Value: Sendable>: Sendable {
     var count: Int { steps.count }
 }
 
-/// The instant hook deadlines count from: ``hookClock()`` is time since then.
-private let hookClockEpoch = ContinuousClock.now
-
-/// Now, on `ContinuousClock`, as the time since ``hookClockEpoch``. A walk's state holds
-/// instants as `Duration`s (a frozen type) rather than `ContinuousClock.Instant` (a resilient
-/// one, reached only through the runtime's value witnesses): its lock is taken once per hook.
-private func hookClock() -> Duration { hookClockEpoch.duration(to: .now) }
-
 /// A walk over a ``HookSequence`` in one task, called inline one hook after the other.
 ///
 /// The mediator starts the walk with `Task.immediate`: while no hook suspends (most never do)
@@ -84,11 +77,20 @@ private final class HookWalk<Step: Sendable, Value: Sendable>: Sendable {
 
     let hooks: HookSequence<Step, Value>
     private let extend: @Sendable (Duration) -> Void
+    /// What deadlines count on. Instants are `Duration`s since the clock's start (a frozen type,
+    /// unlike `ContinuousClock.Instant`): the walk's lock is taken once per hook.
+    private let clock: LoopClock
     private let state: Mutex<State>
 
     /// A walk from hook `first` on; `extend` asks the service manager for more time.
-    init(_ hooks: HookSequence<Step, Value>, from first: Int, extend: @escaping @Sendable (Duration) -> Void) {
+    init(
+        _ hooks: HookSequence<Step, Value>,
+        from first: Int,
+        clock: LoopClock,
+        extend: @escaping @Sendable (Duration) -> Void
+    ) {
         self.hooks = hooks
+        self.clock = clock
         self.extend = extend
         self.state = Mutex(State(current: first))
     }
@@ -101,7 +103,7 @@ private final class HookWalk<Step: Sendable, Value: Sendable>: Sendable {
         var index = first
         while index < steps.count {
             let step = steps[index]
-            let began = timed ? hookClock() : nil
+            let began = timed ? clock.now : nil
             let outcome: HookOutcome<Value>
             do {
                 outcome = .returned(try await hook(step))
@@ -113,7 +115,7 @@ private final class HookWalk<Step: Sendable, Value: Sendable>: Sendable {
                 guard state.end == nil else { return (true, false) }
                 state.current = next
                 guard state.began != nil else { return (false, false) }
-                state.began = hookClock()
+                state.began = clock.now
                 return (false, true)
             }
             // Abandoned: the watcher settled this hook already; the mediator went on without us.
@@ -121,7 +123,7 @@ private final class HookWalk<Step: Sendable, Value: Sendable>: Sendable {
             if watched, next < steps.count { nextHookBegins(next) }
             index = next
             if settlesReturns || began != nil || !outcome.returned {
-                if !hooks.settle(step, outcome, began.map { hookClock() - $0 }) { break }
+                if !hooks.settle(step, outcome, began.map { clock.now - $0 }) { break }
             }
         }
         let stoppedAt = index
@@ -142,7 +144,7 @@ private final class HookWalk<Step: Sendable, Value: Sendable>: Sendable {
     func startWatching() {
         let watching = state.withLock { state -> Bool in
             guard state.end == nil else { return false }
-            state.began = hookClock()
+            state.began = clock.now
             return true
         }
         if watching { restartWatcher() }
@@ -201,7 +203,7 @@ private final class HookWalk<Step: Sendable, Value: Sendable>: Sendable {
     /// cancelled; asks for more time (`EXTEND_TIMEOUT_USEC=`) once per slow hook.
     private func watch() async {
         while true {
-            let now = hookClock()
+            let now = clock.now
             let next = state.withLock { state -> WatchStep in
                 guard state.end == nil, let began = state.began, state.current < hooks.count else { return .stop }
                 let budget = hooks.budget(hooks.steps[state.current])
@@ -226,7 +228,7 @@ private final class HookWalk<Step: Sendable, Value: Sendable>: Sendable {
             case .extend(let more): extend(more)
             case .sleep(let duration):
                 do {
-                    try await EventLoopExecutor.sleep(for: duration)
+                    try await clock.sleep(for: duration)
                 } catch {
                     return  // cancelled: the walk ended, or a sooner deadline has its own watcher
                 }
@@ -250,7 +252,9 @@ extension ListenerGroup.Core {
         var next = 0
         while next < hooks.count {
             let first = next
-            let walk = HookWalk(hooks, from: first) { [self] in send([.extendTimeout(microseconds: $0.microseconds)]) }
+            let walk = HookWalk(hooks, from: first, clock: clock) { [self] in
+                send([.extendTimeout(microseconds: $0.microseconds)])
+            }
             let task = Task.immediate { await walk.walk(from: first) }
             var end = walk.end
             if end == nil {

@@ -1,4 +1,5 @@
 import Logging
+import VigilEventLoop
 
 /// What the mediator hands every listener: shared typed values, a logger, and ways to report.
 ///
@@ -35,6 +36,10 @@ public final class ListenerContext: Sendable {
     package func budgets(for listener: String) -> ListenerBudgets {
         budgetsByListener[listener] ?? defaultBudgets
     }
+
+    /// The clock the mediator holds hooks to (``ListenerGroup/Configuration/clock``): a listener
+    /// that times its own work against its budget (``ServiceListener``) waits on it.
+    package var clock: LoopClock { core.clock }
 
     /// The configuration generation in force: 1 at start, +1 per applied reload.
     public var generation: Int { core.generation }

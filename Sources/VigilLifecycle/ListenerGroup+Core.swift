@@ -1,5 +1,6 @@
 import Logging
 import Synchronization
+import VigilEventLoop
 
 extension ListenerGroup {
     /// The mediator's shared core (``ListenerGroup`` is the mediator; this is what its loop,
@@ -7,8 +8,9 @@ extension ListenerGroup {
     /// the outlets (service manager, observers). Events may be requested from any thread (signal
     /// handlers, listeners, the watchdog); the loop in ``ListenerGroup`` takes them one at a time.
     final class Core: Sendable {
-        /// What waits for the loop while the daemon starts or runs.
-        struct Pending {
+        /// What the mediator holds while it starts or runs: the requests waiting for the loop,
+        /// the configuration generation and the last health probe's id.
+        struct Active {
             /// Start-up has not run yet (it is the first event, unless a stop request came first).
             var start = true
             /// Reload requested; any number of requests while one is pending collapse into it.
@@ -19,37 +21,51 @@ extension ListenerGroup {
             var memoryPressure = false
             /// Health probes waiting for an answer, by id.
             var probes: [Int: @Sendable (Bool) -> Void] = [:]
+            /// The id of the last probe.
+            var lastProbe = 0
+            /// The configuration generation: 1 at start, +1 per applied reload.
+            var generation = 1
+        }
+
+        /// A stop request the loop has not taken yet.
+        struct StopRequest {
+            var reason: TerminationReason
+            /// A second stop request came.
+            var urgent = false
         }
 
         /// The mediator's state, in the manner of swift-service-lifecycle's `ServiceGroup`: one
         /// enum, each case holding what only that stage needs.
         enum State {
-            /// Starting or running: requests wait in `Pending` until the loop takes them.
-            case active(Pending)
-            /// A stop was requested; the loop takes it after the event at hand. `urgent` once a
-            /// second stop request came.
-            case stopRequested(TerminationReason, urgent: Bool)
+            /// Built, ``ListenerGroup/run()`` not called: requests wait as they would while
+            /// running; a stop request waits in `stop` (the run then stops before starting).
+            case initial(Active, stop: StopRequest?)
+            /// Starting or running: requests wait in `Active` until the loop takes them.
+            case active(Active)
+            /// A stop was requested; the loop takes it after the event at hand.
+            case stopRequested(StopRequest, generation: Int)
             /// Listeners are stopping (`STOPPING=1` was sent, or start-up failed). `interruption`
             /// is what a second stop request cuts short (the hook running).
-            case stopping(urgent: Bool, interruption: (@Sendable () -> Void)?)
+            case stopping(urgent: Bool, interruption: (@Sendable () -> Void)?, generation: Int)
             /// Every listener stopped; the loop returned or is returning.
-            case stopped
-        }
-
-        private struct Guarded {
-            var state = State.active(Pending())
-            var generation = 1
-            var nextProbe = 0
+            case stopped(generation: Int)
         }
 
         let notifier: any ServiceManagerNotifier
         let observers: [any LifecycleObserver]
         let logger: Logger
-        private let guarded = Mutex(Guarded())
+        let clock: LoopClock
+        private let state = Mutex(State.initial(Active(), stop: nil))
         let doorbell: AsyncStream<Void>
         private let bell: AsyncStream<Void>.Continuation
 
-        init(notifier: any ServiceManagerNotifier, observers: [any LifecycleObserver], logger: Logger) {
+        init(
+            notifier: any ServiceManagerNotifier,
+            observers: [any LifecycleObserver],
+            logger: Logger,
+            clock: LoopClock = .monotonic
+        ) {
+            self.clock = clock
             self.notifier = notifier
             self.observers = observers
             self.logger = logger
@@ -73,11 +89,61 @@ extension ListenerGroup {
             for observer in observers { observer.observe(record) }
         }
 
+        // MARK: state
+
+        /// Changes the waiting requests in place, when the mediator is built or running: the
+        /// state is moved out for the change (so that `Active`'s collections are not copied) and
+        /// back. `nil` once a stop was requested.
+        private static func modifyActive<Result>(
+            _ state: inout State,
+            _ body: (inout Active) -> Result
+        ) -> Result? {
+            switch state {
+            case .initial(var active, nil):
+                state = .stopped(generation: 0)  // placeholder while `active` is changed
+                defer { state = .initial(active, stop: nil) }
+                return body(&active)
+            case .active(var active):
+                state = .stopped(generation: 0)  // placeholder while `active` is changed
+                defer { state = .active(active) }
+                return body(&active)
+            case .initial, .stopRequested, .stopping, .stopped:
+                return nil
+            }
+        }
+
+        /// The run begins: `false` when the group already ran (or is running).
+        func begin() -> Bool {
+            state.withLock { state in
+                guard case .initial(let active, let stop) = state else { return false }
+                state = stop.map { .stopRequested($0, generation: active.generation) } ?? .active(active)
+                return true
+            }
+        }
+
         // MARK: requests (any thread)
 
-        var generation: Int { guarded.withLock { $0.generation } }
+        var generation: Int {
+            state.withLock { state in
+                switch state {
+                case .initial(let active, _), .active(let active): active.generation
+                case .stopRequested(_, let generation), .stopping(_, _, let generation), .stopped(let generation):
+                    generation
+                }
+            }
+        }
 
-        func commitGeneration(_ generation: Int) { guarded.withLock { $0.generation = generation } }
+        func commitGeneration(_ generation: Int) {
+            state.withLock { state in
+                switch state {
+                case .initial, .active: _ = Self.modifyActive(&state) { $0.generation = generation }
+                case .stopRequested(let stop, _): state = .stopRequested(stop, generation: generation)
+                case .stopping(let urgent, let cut, _):
+                    state = .stopping(urgent: urgent, interruption: cut, generation: generation)
+                case .stopped: state = .stopped(generation: generation)
+                }
+            }
+        }
 
         /// Asks the loop for `event`: a signal's, a listener's or the daemon's request. Reloads
         /// and user signals are dropped once a stop was requested; a second stop request makes the
@@ -85,37 +151,39 @@ extension ListenerGroup {
         func request(_ event: LifecycleEvent) {
             var interruption: (@Sendable () -> Void)?
             var unanswered: [@Sendable (Bool) -> Void] = []
-            let ring = guarded.withLock { guarded -> Bool in
-                switch (event.wrapped, guarded.state) {
-                case (.terminate(let reason), .active(let pending)):
-                    guarded.state = .stopRequested(reason, urgent: false)
+            let ring = state.withLock { state -> Bool in
+                switch (event.wrapped, state) {
+                case (.terminate(let reason), .initial(var active, nil)):
                     // A stopping daemon is not healthy: waiting probes hear so now.
-                    unanswered = Array(pending.probes.values)
+                    unanswered = Array(active.probes.values)
+                    active.probes.removeAll()
+                    state = .initial(active, stop: StopRequest(reason: reason))
                     return true
-                case (.terminate, .stopRequested(let reason, _)):
-                    guarded.state = .stopRequested(reason, urgent: true)
+                case (.terminate, .initial(let active, var stop?)):
+                    stop.urgent = true
+                    state = .initial(active, stop: stop)
                     return true
-                case (.terminate, .stopping(_, let cut)):
-                    guarded.state = .stopping(urgent: true, interruption: cut)
+                case (.terminate(let reason), .active(let active)):
+                    state = .stopRequested(StopRequest(reason: reason), generation: active.generation)
+                    unanswered = Array(active.probes.values)
+                    return true
+                case (.terminate, .stopRequested(var stop, let generation)):
+                    stop.urgent = true
+                    state = .stopRequested(stop, generation: generation)
+                    return true
+                case (.terminate, .stopping(_, let cut, let generation)):
+                    state = .stopping(urgent: true, interruption: cut, generation: generation)
                     interruption = cut
                     return true
-                case (.reload, .active(var pending)):
-                    guarded.state = .stopped  // no copy of `pending` while it changes
-                    pending.reload = true
-                    guarded.state = .active(pending)
-                    return true
-                case (.userSignal(let signal), .active(var pending)):
-                    guarded.state = .stopped
-                    if !pending.userSignals.contains(signal) { pending.userSignals.append(signal) }
-                    guarded.state = .active(pending)
-                    return true
-                case (.memoryPressure, .active(var pending)):
-                    guarded.state = .stopped
-                    pending.memoryPressure = true
-                    guarded.state = .active(pending)
-                    return true
-                case (.terminate, .stopped), (.reload, _), (.userSignal, _), (.start, _), (.healthProbe, _),
-                    (.memoryPressure, _):
+                case (.reload, _):
+                    return Self.modifyActive(&state) { $0.reload = true } != nil
+                case (.userSignal(let signal), _):
+                    return Self.modifyActive(&state) { active in
+                        if !active.userSignals.contains(signal) { active.userSignals.append(signal) }
+                    } != nil
+                case (.memoryPressure, _):
+                    return Self.modifyActive(&state) { $0.memoryPressure = true } != nil
+                case (.terminate, .stopped), (.start, _), (.healthProbe, _):
                     // Start is the loop's first event, not a request; probes come with an answer.
                     return false
                 }
@@ -128,42 +196,37 @@ extension ListenerGroup {
         /// Asks the loop to answer a health probe; `answer` is called once, with `false` if the
         /// daemon is stopping.
         func requestProbe(_ answer: @escaping @Sendable (Bool) -> Void) -> Int? {
-            let id = guarded.withLock { guarded -> Int? in
-                guard case .active(var pending) = guarded.state else { return nil }
-                guarded.state = .stopped
-                guarded.nextProbe += 1
-                pending.probes[guarded.nextProbe] = answer
-                guarded.state = .active(pending)
-                return guarded.nextProbe
+            let id = state.withLock { state -> Int? in
+                Self.modifyActive(&state) { active in
+                    active.lastProbe += 1
+                    active.probes[active.lastProbe] = answer
+                    return active.lastProbe
+                }
             }
             if id == nil { answer(false) } else { bell.yield() }
             return id
         }
 
         func cancelProbe(_ id: Int) {
-            guarded.withLock { guarded in
-                guard case .active(var pending) = guarded.state else { return }
-                guarded.state = .stopped
-                pending.probes[id] = nil
-                guarded.state = .active(pending)
-            }
+            state.withLock { state in _ = Self.modifyActive(&state) { $0.probes[id] = nil } }
         }
 
         func takeProbes() -> [@Sendable (Bool) -> Void] {
-            guarded.withLock { guarded in
-                guard case .active(var pending) = guarded.state else { return [] }
-                guarded.state = .stopped
-                defer { guarded.state = .active(pending) }
-                defer { pending.probes.removeAll() }
-                return Array(pending.probes.values)
+            state.withLock { state in
+                Self.modifyActive(&state) { active in
+                    defer { active.probes.removeAll() }
+                    return Array(active.probes.values)
+                } ?? []
             }
         }
 
         /// `true` once a second stop request came.
         var isUrgent: Bool {
-            guarded.withLock { guarded in
-                switch guarded.state {
-                case .stopRequested(_, let urgent), .stopping(let urgent, _): urgent
+            state.withLock { state in
+                switch state {
+                case .initial(_, let stop): stop?.urgent ?? false
+                case .stopRequested(let stop, _): stop.urgent
+                case .stopping(let urgent, _, _): urgent
                 case .active, .stopped: false
                 }
             }
@@ -171,30 +234,34 @@ extension ListenerGroup {
 
         /// `true` once listeners are stopping (or start-up failed), and after.
         var isStopping: Bool {
-            guarded.withLock { guarded in
-                switch guarded.state {
+            state.withLock { state in
+                switch state {
                 case .stopping, .stopped: true
-                case .active, .stopRequested: false
+                case .initial, .active, .stopRequested: false
                 }
             }
         }
 
         /// `true` once a stop was requested (or start-up failed).
         var terminationRequested: Bool {
-            guarded.withLock { guarded in
-                if case .active = guarded.state { false } else { true }
+            state.withLock { state in
+                switch state {
+                case .initial(_, let stop): stop != nil
+                case .active: false
+                case .stopRequested, .stopping, .stopped: true
+                }
             }
         }
 
         /// Start-up failed: listeners stop without a stop request.
         func beginStopping() {
-            let probes = guarded.withLock { guarded -> [@Sendable (Bool) -> Void] in
-                switch guarded.state {
-                case .active(let pending):
-                    guarded.state = .stopping(urgent: false, interruption: nil)
-                    return Array(pending.probes.values)
-                case .stopRequested(_, let urgent):
-                    guarded.state = .stopping(urgent: urgent, interruption: nil)
+            let probes = state.withLock { state -> [@Sendable (Bool) -> Void] in
+                switch state {
+                case .initial(let active, _), .active(let active):
+                    state = .stopping(urgent: false, interruption: nil, generation: active.generation)
+                    return Array(active.probes.values)
+                case .stopRequested(let stop, let generation):
+                    state = .stopping(urgent: stop.urgent, interruption: nil, generation: generation)
                     return []
                 case .stopping, .stopped:
                     return []
@@ -206,61 +273,55 @@ extension ListenerGroup {
         /// Registers what a second stop request should cut short; runs it at once when that request
         /// already came.
         func setInterruption(_ interruption: (@Sendable () -> Void)?) {
-            let now = guarded.withLock { guarded -> Bool in
-                guard case .stopping(let urgent, _) = guarded.state else { return false }
-                guarded.state = .stopping(urgent: urgent, interruption: interruption)
+            let now = state.withLock { state -> Bool in
+                guard case .stopping(let urgent, _, let generation) = state else { return false }
+                state = .stopping(urgent: urgent, interruption: interruption, generation: generation)
                 return urgent
             }
             if now, let interruption { interruption() }
         }
 
         /// The next event to handle: stopping first, then start, health probes, reloads, user
-        /// signals, memory pressure. Taking a stop moves the state to ``State/stopping(urgent:interruption:)``.
+        /// signals, memory pressure. Taking a stop moves the state to
+        /// ``State/stopping(urgent:interruption:generation:)``.
         func nextEvent() -> LifecycleEvent? {
-            guarded.withLock { guarded -> LifecycleEvent? in
-                switch guarded.state {
-                case .stopRequested(let reason, let urgent):
-                    guarded.state = .stopping(urgent: urgent, interruption: nil)
-                    return .terminate(reason)
-                case .active(var pending):
-                    if pending.start {
-                        guarded.state = .stopped
-                        pending.start = false
-                        guarded.state = .active(pending)
+            state.withLock { state -> LifecycleEvent? in
+                if case .stopRequested(let stop, let generation) = state {
+                    state = .stopping(urgent: stop.urgent, interruption: nil, generation: generation)
+                    return .terminate(stop.reason)
+                }
+                guard case .active = state else { return nil }
+                return Self.modifyActive(&state) { active -> LifecycleEvent? in
+                    if active.start {
+                        active.start = false
                         return .start
                     }
-                    if !pending.probes.isEmpty { return .healthProbe }
-                    if pending.reload {
-                        guarded.state = .stopped
-                        pending.reload = false
-                        guarded.state = .active(pending)
+                    if !active.probes.isEmpty { return .healthProbe }
+                    if active.reload {
+                        active.reload = false
                         return .reload
                     }
-                    if !pending.userSignals.isEmpty {
-                        guarded.state = .stopped
-                        let signal = pending.userSignals.removeFirst()
-                        guarded.state = .active(pending)
-                        return .userSignal(signal)
-                    }
-                    if pending.memoryPressure {
-                        guarded.state = .stopped
-                        pending.memoryPressure = false
-                        guarded.state = .active(pending)
+                    if !active.userSignals.isEmpty { return .userSignal(active.userSignals.removeFirst()) }
+                    if active.memoryPressure {
+                        active.memoryPressure = false
                         return .memoryPressure
                     }
                     return nil
-                case .stopping, .stopped:
-                    return nil
-                }
+                } ?? nil
             }
         }
 
         /// Every listener stopped: answers waiting probes and ends the doorbell.
         func finish() {
-            let probes = guarded.withLock { guarded -> [@Sendable (Bool) -> Void] in
-                defer { guarded.state = .stopped }
-                if case .active(let pending) = guarded.state { return Array(pending.probes.values) }
-                return []
+            let probes = state.withLock { state -> [@Sendable (Bool) -> Void] in
+                switch state {
+                case .initial(let active, _), .active(let active):
+                    state = .stopped(generation: active.generation)
+                    return Array(active.probes.values)
+                case .stopRequested(_, let generation), .stopping(_, _, let generation), .stopped(let generation):
+                    state = .stopped(generation: generation)
+                    return []
+                }
             }
             for probe in probes { probe(false) }
             bell.finish()

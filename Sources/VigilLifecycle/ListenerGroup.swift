@@ -65,6 +65,10 @@ public final class ListenerGroup: Service {
         /// PSI trigger fires at most once per window, but a FIFO can be written to at any rate)
         /// are dropped and counted in the next event's record. 1 s unless set.
         package var memoryPressureInterval: Duration = .seconds(1)
+        /// The clock budgets, probe timeouts, the memory-pressure interval and the durations in
+        /// ``LifecycleRecord``s count on: the monotonic clock, or a test's (VigilTesting's
+        /// `TestClock`) that the test advances by hand.
+        package var clock: LoopClock = .monotonic
 
         /// Creates a configuration with systemd's default signal map and default budgets.
         ///
@@ -128,9 +132,8 @@ public final class ListenerGroup: Service {
     private let core: ListenerGroup.Core
     private let metrics: LifecycleMetrics
     private let discardedSignals: DiscardedSignalLog
-    private let started = Mutex(false)
     /// When the last memory-pressure event was let through, and how many were dropped since.
-    private let pressure = Mutex<(last: ContinuousClock.Instant?, skipped: Int)>((nil, 0))
+    private let pressure = Mutex<(last: Duration?, skipped: Int)>((nil, 0))
     /// Each listener's budgets as enforced (its own or the defaults, health capped).
     private let effectiveBudgets: [String: ListenerBudgets]
     private let defaultBudgets: ListenerBudgets
@@ -160,7 +163,8 @@ public final class ListenerGroup: Service {
         self.core = Core(
             notifier: configuration.notifier,
             observers: configuration.observers,
-            logger: configuration.logger
+            logger: configuration.logger,
+            clock: configuration.clock
         )
         let limit = configuration.maximumHealthBudget
         func capped(_ budgets: ListenerBudgets) -> ListenerBudgets {
@@ -216,10 +220,10 @@ public final class ListenerGroup: Service {
     /// unless one was let through less than ``Configuration/memoryPressureInterval`` ago (then
     /// it is dropped and counted). Requests while one waits collapse into it. Any thread.
     package func requestMemoryPressure() {
-        let now = ContinuousClock.now
+        let now = configuration.clock.now
         let interval = configuration.memoryPressureInterval
         let accepted = pressure.withLock { pressure -> Bool in
-            if let last = pressure.last, last.duration(to: now) < interval {
+            if let last = pressure.last, now - last < interval {
                 pressure.skipped += 1
                 return false
             }
@@ -250,12 +254,13 @@ public final class ListenerGroup: Service {
         }
         var timer: Task<Void, Never>?
         var id: Int?
+        let clock = configuration.clock
         let healthy = await withCheckedContinuation { continuation in
             answer.withLock { $0 = continuation }
             id = core.requestProbe(resume)
             // A timer task because the mediator may never answer: that is what a probe detects.
             timer = Task {
-                try? await EventLoopExecutor.sleep(for: timeout)
+                try? await clock.sleep(for: timeout)
                 resume(false)
             }
         }
@@ -277,14 +282,10 @@ public final class ListenerGroup: Service {
     ///   threw or overran (its final work, a checkpoint say, was not done): every listener was
     ///   still asked to stop, and the daemon should exit non-zero.
     public func run() async throws {
-        let alreadyStarted = started.withLock { started in
-            defer { started = true }
-            return started
-        }
-        if alreadyStarted {
+        guard core.begin() else {
             throw ListenerGroupError(.alreadyRunning, "This ListenerGroup already ran; build a new one.")
         }
-        let startedAt = ContinuousClock.now
+        let startedAt = configuration.clock.now
         let signals = configuration.signals
         let owner: SignalOwner?
         do {
@@ -307,7 +308,7 @@ public final class ListenerGroup: Service {
         }
     }
 
-    private func loop(startedAt: ContinuousClock.Instant) async throws {
+    private func loop(startedAt: Duration) async throws {
         var running: [any Listener] = []
         var doorbell = core.doorbell.makeAsyncIterator()
         while true {
@@ -380,34 +381,12 @@ public final class ListenerGroup: Service {
         )
     }
 
-    /// ``runHooks(_:of:name:budget:extendAfter:interruptible:settlesReturns:_:settle:)`` for
-    /// listeners, each within its own budget for the hook.
-    @discardableResult
-    private func runHooks<Value: Sendable>(
-        _ kind: LifecycleMetrics.Hook,
-        of listeners: [any Listener],
-        budget: @escaping @Sendable (ListenerBudgets) -> Duration,
-        extendAfter: Duration? = nil,
-        interruptible: Bool = false,
-        settlesReturns: Bool = false,
-        _ call: @escaping @Sendable (any Listener) async throws -> Value,
-        settle: @escaping @Sendable (any Listener, HookOutcome<Value>) -> Bool
-    ) async -> Int {
-        await runHooks(
-            kind,
-            of: listeners,
-            name: { $0.name },
-            budget: { [self] in budget(budgets($0)) },
-            extendAfter: extendAfter,
-            interruptible: interruptible,
-            settlesReturns: settlesReturns,
-            call,
-            settle: settle
-        )
-    }
-
-    private func budgets(_ listener: any Listener) -> ListenerBudgets {
-        effectiveBudgets[listener.name] ?? defaultBudgets
+    /// A listener's budget for one hook, as enforced (its own or the defaults, health capped).
+    private func budget(
+        _ hook: any KeyPath<ListenerBudgets, Duration> & Sendable
+    ) -> @Sendable (any Listener) -> Duration {
+        let (effective, defaults) = (effectiveBudgets, defaultBudgets)
+        return { (effective[$0.name] ?? defaults)[keyPath: hook] }
     }
 
     private static func reason<Value>(_ outcome: HookOutcome<Value>, budget: String) -> String? {
@@ -435,18 +414,18 @@ public final class ListenerGroup: Service {
     }
 
     /// Runs start-up commands and starts listeners; returns the started listeners.
-    private func start(startedAt: ContinuousClock.Instant) async throws -> [any Listener] {
+    private func start(startedAt: Duration) async throws -> [any Listener] {
         let context = self.context
         let extend = configuration.extendTimeoutAfter
         let failure = FirstFailure()
         let commands = self.commands
-        let budget = configuration.budgets.start
+        let commandBudget = configuration.budgets.start
         let core = self.core
         let ran = await runHooks(
             .start,
             of: core.terminationRequested ? [] : commands,
             name: { $0.name },
-            budget: { _ in budget },
+            budget: { _ in commandBudget },
             extendAfter: extend,
             settlesReturns: true
         ) { command in
@@ -459,7 +438,8 @@ public final class ListenerGroup: Service {
         let started = await runHooks(
             .start,
             of: core.terminationRequested ? [] : listeners,
-            budget: \.start,
+            name: \.name,
+            budget: budget(\.start),
             extendAfter: extend,
             settlesReturns: true
         ) { listener in
@@ -473,7 +453,7 @@ public final class ListenerGroup: Service {
         guard started == listeners.count, !core.terminationRequested else { return Array(listeners[..<started]) }
         core.send([.status("Running (generation \(core.generation))"), .ready])
         metrics.started(generation: core.generation)
-        core.observe(.started(generation: core.generation, timeToReady: .now - startedAt))
+        core.observe(.started(generation: core.generation, timeToReady: configuration.clock.now - startedAt))
         return listeners
     }
 
@@ -484,7 +464,13 @@ public final class ListenerGroup: Service {
         core.beginStopping()
         let context = self.context
         let why = TerminationReason.requested("start-up failed in \(failure.step)")
-        await runHooks(.terminate, of: started.reversed(), budget: \.terminate, interruptible: true) { listener in
+        await runHooks(
+            .terminate,
+            of: started.reversed(),
+            name: \.name,
+            budget: budget(\.terminate),
+            interruptible: true
+        ) { listener in
             try await listener.terminate(reason: why, context: context)
         } settle: { [self] listener, outcome in
             report(outcome, listener: listener.name, event: "terminate", budget: "terminate")
@@ -521,12 +507,18 @@ public final class ListenerGroup: Service {
     }
 
     private func reload() async {
-        let began = ContinuousClock.now
+        let began = configuration.clock.now
         let current = core.generation
         core.send([.reloading(monotonicMicroseconds: MonotonicClock.microseconds()), .status("Reloading…")])
         let transaction = ReloadTransaction(generation: current + 1)
         let context = self.context
-        let prepared = await runHooks(.prepareReload, of: listeners, budget: \.reload, settlesReturns: true) {
+        let prepared = await runHooks(
+            .prepareReload,
+            of: listeners,
+            name: \.name,
+            budget: budget(\.reload),
+            settlesReturns: true
+        ) {
             listener in
             try await listener.prepareReload(transaction, context: context)
         } settle: { listener, outcome in
@@ -541,7 +533,12 @@ public final class ListenerGroup: Service {
             return false
         }
         if let rejection = transaction.rejection {
-            await runHooks(.abortReload, of: Array(listeners[..<prepared].reversed()), budget: \.reload) { listener in
+            await runHooks(
+                .abortReload,
+                of: Array(listeners[..<prepared].reversed()),
+                name: \.name,
+                budget: budget(\.reload)
+            ) { listener in
                 await listener.abortReload(transaction, context: context)
             } settle: { [self] listener, outcome in
                 report(outcome, listener: listener.name, event: "reload abort", budget: "reload")
@@ -549,10 +546,10 @@ public final class ListenerGroup: Service {
             }
             core.send([.status("Running (generation \(current)); reload rejected: \(rejection)"), .ready])
             metrics.reloaded(applied: false, generation: current)
-            core.observe(.reloadRejected(rejection, generation: current, duration: .now - began))
+            core.observe(.reloadRejected(rejection, generation: current, duration: configuration.clock.now - began))
             return
         }
-        await runHooks(.commitReload, of: listeners, budget: \.reload) { listener in
+        await runHooks(.commitReload, of: listeners, name: \.name, budget: budget(\.reload)) { listener in
             try await listener.commitReload(transaction, context: context)
         } settle: { [self] listener, outcome in
             report(outcome, listener: listener.name, event: "reload commit", budget: "reload")
@@ -561,12 +558,12 @@ public final class ListenerGroup: Service {
         core.commitGeneration(transaction.generation)
         core.send([.status("Running (generation \(transaction.generation)); reload applied"), .ready])
         metrics.reloaded(applied: true, generation: transaction.generation)
-        core.observe(.reloadApplied(generation: transaction.generation, duration: .now - began))
+        core.observe(.reloadApplied(generation: transaction.generation, duration: configuration.clock.now - began))
     }
 
     private func deliver(_ signal: ProcessSignal) async {
         let context = self.context
-        await runHooks(.userSignal, of: listeners, budget: \.userSignal) { listener in
+        await runHooks(.userSignal, of: listeners, name: \.name, budget: budget(\.userSignal)) { listener in
             try await listener.userSignal(signal, context: context)
         } settle: { [self] listener, outcome in
             report(outcome, listener: listener.name, event: "user signal \(signal)", budget: "user-signal")
@@ -581,7 +578,7 @@ public final class ListenerGroup: Service {
             defer { pressure.skipped = 0 }
             return pressure.skipped
         }
-        await runHooks(.memoryPressure, of: listeners, budget: \.memoryPressure) { listener in
+        await runHooks(.memoryPressure, of: listeners, name: \.name, budget: budget(\.memoryPressure)) { listener in
             try await listener.memoryPressure(context: context)
         } settle: { [self] listener, outcome in
             report(outcome, listener: listener.name, event: "memory pressure", budget: "memory-pressure")
@@ -593,7 +590,7 @@ public final class ListenerGroup: Service {
     private func answerProbes() async {
         let context = self.context
         let failures = Failures()
-        await runHooks(.health, of: listeners, budget: \.health) { listener in
+        await runHooks(.health, of: listeners, name: \.name, budget: budget(\.health)) { listener in
             try await listener.checkHealth(context: context)
         } settle: { [configuration] listener, outcome in
             guard let reason = Self.reason(outcome, budget: "health") else { return true }
@@ -611,7 +608,7 @@ public final class ListenerGroup: Service {
     private func terminate(
         _ reason: TerminationReason,
         listeners started: [any Listener],
-        startedAt: ContinuousClock.Instant
+        startedAt: Duration
     ) async -> [(listener: String, reason: String)] {
         core.send([.stopping, .status("Stopping (\(reason))…")])
         core.observe(.stopping(reason))
@@ -622,7 +619,8 @@ public final class ListenerGroup: Service {
         let asked = await runHooks(
             .terminate,
             of: core.isUrgent ? [] : order,
-            budget: \.terminate,
+            name: \.name,
+            budget: budget(\.terminate),
             extendAfter: configuration.extendTimeoutAfter,
             interruptible: true,
             settlesReturns: true
@@ -645,7 +643,7 @@ public final class ListenerGroup: Service {
         if let first = all.first {
             core.send([.status("Stopped with errors: \(first.listener) \(first.reason)")])
         }
-        core.observe(.stopped(uptime: .now - startedAt))
+        core.observe(.stopped(uptime: configuration.clock.now - startedAt))
         core.finish()
         return all
     }

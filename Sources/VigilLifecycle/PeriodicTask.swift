@@ -1,4 +1,5 @@
 import Synchronization
+import VigilEventLoop
 
 /// Runs an action on a fixed schedule — every `interval`, counted from when it was started —
 /// until it is stopped: a heartbeat, a periodic checkpoint, a cache refresh.
@@ -29,16 +30,27 @@ public final class PeriodicTask: Sendable {
         var interval: Duration = .zero
         var action: (@Sendable () async -> Void)?
         /// When the schedule started, or the last tick.
-        var anchor: ContinuousClock.Instant?
+        var anchor: Duration?
         var task: Task<Void, Never>?
         /// Bumped by every (re)start so that a replaced loop never records a tick.
         var epoch = 0
+        /// What ticks follow.
+        var clock: LoopClock
     }
 
-    private let state = Mutex(State())
+    private let state: Mutex<State>
 
     /// Creates a stopped task.
-    public init() {}
+    public init() { state = Mutex(State(clock: .monotonic)) }
+
+    /// Creates a stopped task whose ticks follow `clock` (a test's, advanced by hand).
+    package init(clock: LoopClock) { state = Mutex(State(clock: clock)) }
+
+    /// Ticks from the next start on follow `clock`: a listener passes its context's
+    /// (``ListenerContext/clock``) before it schedules.
+    package func use(_ clock: LoopClock) {
+        state.withLock { $0.clock = clock }
+    }
 
     /// The interval in force; zero when stopped.
     package var interval: Duration { state.withLock { $0.interval } }
@@ -64,11 +76,12 @@ public final class PeriodicTask: Sendable {
                 state.anchor = nil
                 return previous
             }
-            let now = ContinuousClock.now
+            let now = state.clock.now
             let anchor = state.anchor ?? now
             state.anchor = anchor
             state.task = Self.loop(
                 self,
+                clock: state.clock,
                 epoch: state.epoch,
                 interval: interval,
                 first: anchor + interval,
@@ -93,19 +106,20 @@ public final class PeriodicTask: Sendable {
 
     private static func loop(
         _ owner: PeriodicTask,
+        clock: LoopClock,
         epoch: Int,
         interval: Duration,
-        first: ContinuousClock.Instant,
+        first: Duration,
         action: @escaping @Sendable () async -> Void
     ) -> Task<Void, Never> {
         // The schedule outlives the call that set it: it runs until stopped or replaced.
         Task {
             var next = first
             while !Task.isCancelled {
-                let wait = next - .now
+                let wait = next - clock.now
                 if wait > .zero {
                     do {
-                        try await EventLoopExecutor.sleep(for: wait)
+                        try await clock.sleep(for: wait)
                     } catch {
                         return
                     }
@@ -118,7 +132,7 @@ public final class PeriodicTask: Sendable {
                 guard current else { return }
                 await action()
                 next = next + interval
-                let now = ContinuousClock.now
+                let now = clock.now
                 if next <= now {
                     // Fell behind (a long action, a stopped process): skip, do not replay.
                     next = now + interval

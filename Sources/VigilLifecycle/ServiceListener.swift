@@ -79,18 +79,23 @@ public final class ServiceListener: Listener {
         let ready: ReadySignal
     }
 
-    private struct State {
-        var running: Running?
-        /// `terminate` began: the part's end is expected.
-        var stopping = false
-        /// Why the part ended while the daemon was running.
-        var endedEarly: String?
-        /// What the part threw when it ended during the stop.
-        var stopError: (any Error)?
+    /// Where the part is, in one enum: each case holds what only that stage needs.
+    private enum State {
+        /// `start` not called yet.
+        case initial
+        /// `start` runs the part; not ready yet (or ready, and `start` not yet told).
+        case starting
+        /// The part runs.
+        case running(Running)
+        /// The part ended while the daemon was running, for this reason (`running` is `nil`
+        /// while `start` has not recorded it yet).
+        case endedEarly(Running?, reason: String)
+        /// `terminate` began: the part's end is expected; `error` is what it threw when it ended.
+        case stopping(Running?, error: (any Error)?)
     }
 
     private let part: Part
-    private let state = Mutex(State())
+    private let state = Mutex(State.initial)
     private let prepare: PrepareReload?
     private let commit: CommitReload?
     private let relieve: MemoryPressure?
@@ -178,6 +183,7 @@ public final class ServiceListener: Listener {
 
     public func start(context: ListenerContext) async throws {
         let ready = ReadySignal(context: context)
+        state.withLock { $0 = .starting }
         let service: any Service
         switch part {
         case .service(let make): service = try await make(ready)
@@ -206,7 +212,14 @@ public final class ServiceListener: Listener {
             }
             partEnded(failure, ready: ready, context: context)
         }
-        state.withLock { $0.running = Running(group: group, task: task, ready: ready) }
+        let running = Running(group: group, task: task, ready: ready)
+        state.withLock { state in
+            switch state {
+            case .endedEarly(nil, let reason): state = .endedEarly(running, reason: reason)
+            case .stopping(nil, let error): state = .stopping(running, error: error)
+            case .initial, .starting, .running, .endedEarly, .stopping: state = .running(running)
+            }
+        }
         switch await ready.wait() {
         case .ready:
             return
@@ -227,15 +240,23 @@ public final class ServiceListener: Listener {
     private func partEnded(_ error: (any Error)?, ready: ReadySignal, context: ListenerContext) {
         ready.settle(.ended(error))
         let fault = state.withLock { state -> String? in
-            if state.stopping {
-                state.stopError = error
+            switch state {
+            case .stopping(let running, _):
+                state = .stopping(running, error: error)
                 return nil
+            case .initial, .endedEarly:
+                return nil
+            case .starting, .running:
+                guard ready.isReady else { return nil }  // start() reports it
+                let reason =
+                    error.map { "ended while the daemon was running: \($0)" } ?? "ended while the daemon was running"
+                if case .running(let running) = state {
+                    state = .endedEarly(running, reason: reason)
+                } else {
+                    state = .endedEarly(nil, reason: reason)
+                }
+                return reason
             }
-            guard ready.isReady else { return nil }  // start() reports it
-            let reason =
-                error.map { "ended while the daemon was running: \($0)" } ?? "ended while the daemon was running"
-            state.endedEarly = reason
-            return reason
         }
         if let fault {
             context.reportFatalFault(fault, listener: name)
@@ -256,9 +277,19 @@ public final class ServiceListener: Listener {
     }
 
     public func terminate(reason: TerminationReason, context: ListenerContext) async throws {
-        let running = state.withLock { state -> Running? in
-            state.stopping = true
-            return state.running
+        let (running, endedEarly) = state.withLock { state -> (Running?, String?) in
+            switch state {
+            case .initial, .starting:
+                state = .stopping(nil, error: nil)
+                return (nil, nil)
+            case .running(let running):
+                state = .stopping(running, error: nil)
+                return (running, nil)
+            case .endedEarly(let running, let reason):
+                return (running, reason)
+            case .stopping(let running, _):
+                return (running, nil)
+            }
         }
         guard let running else { return }
         let budget = context.budgets(for: name).terminate
@@ -275,7 +306,7 @@ public final class ServiceListener: Listener {
                 return true
             }
             tasks.addTask {
-                try? await EventLoopExecutor.sleep(for: grace)
+                try? await context.clock.sleep(for: grace)
                 return false
             }
             let ended = await tasks.next() ?? false
@@ -285,7 +316,10 @@ public final class ServiceListener: Listener {
             tasks.cancelAll()
             return ended
         }
-        let (endedEarly, stopError) = state.withLock { ($0.endedEarly, $0.stopError) }
+        let stopError = state.withLock { state -> (any Error)? in
+            if case .stopping(_, let error) = state { return error }
+            return nil
+        }
         if let endedEarly { throw ServiceListenerError(.endedWhileRunning, endedEarly) }
         guard ended else {
             throw ServiceListenerError(

@@ -122,6 +122,7 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
         state.withLock { $0 = store }
         let configuration = try context.values.require(CurrentConfiguration<Configuration>.self)
         let logger = context.logger
+        checkpoints.use(context.clock)
         checkpoints.schedule(every: interval(configuration)) {
             do {
                 try store.checkpoint()

@@ -113,24 +113,23 @@ public struct Watchdog: Sendable {
         ping: @Sendable () -> Void,
         missed: @Sendable () -> Void = {}
     ) async {
-        await run(probe: probe, ping: ping, missed: missed, sleep: { try await EventLoopExecutor.sleep(for: $0) })
+        await run(probe: probe, ping: ping, missed: missed, clock: .monotonic)
     }
 
-    /// ``run(probe:ping:missed:)`` with its waits replaced (the tests' instant clock).
+    /// ``run(probe:ping:missed:)`` on `clock` (a test's, advanced by hand or by each wait).
     package func run(
         probe: @Sendable (Duration) async -> Health,
         ping: @Sendable () -> Void,
         missed: @Sendable () -> Void,
-        sleep: @Sendable (Duration) async throws -> Void
+        clock: LoopClock
     ) async {
-        let clock = ContinuousClock()
         var deadline = clock.now
         while !Task.isCancelled {
             // After a late round (a slow probe, a busy loop) the next ping goes out at once and
             // the schedule starts again from now: no burst of pings to catch up.
             deadline = max(deadline + pingInterval, clock.now)
             do {
-                try await sleep(max(deadline - clock.now, .zero))
+                try await clock.sleep(for: max(deadline - clock.now, .zero))
             } catch {
                 return
             }

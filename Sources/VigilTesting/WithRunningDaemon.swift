@@ -1,7 +1,7 @@
 import Logging
 import Vigil
 
-/// A ``Vigil/Daemon`` running in this process, wired to recorders, as ``withRunningDaemon(listeners:startupCommands:budgets:signals:watchdog:values:logger:_:)`` hands it to a test.
+/// A ``Vigil/Daemon`` running in this process, wired to recorders, as ``withRunningDaemon(listeners:startupCommands:budgets:signals:watchdog:values:logger:clock:_:)`` hands it to a test.
 public struct RunningDaemon: Sendable {
     /// The daemon's running mediator.
     public let group: ListenerGroup
@@ -27,7 +27,8 @@ public struct StoppedBeforeReady: Error, CustomStringConvertible {
 ///
 /// By default the daemon owns no signals (tests call `requestReload()` and friends instead)
 /// and has no watchdog; pass a ``VigilLifecycle/SignalMap`` to test real signals, and never map
-/// `SIGTERM`/`SIGINT` in the test runner.
+/// `SIGTERM`/`SIGINT` in the test runner. Pass a ``TestClock`` to run its budgets, probe
+/// timeouts, watchdog rounds and periodic tasks on time the test advances by hand.
 public func withRunningDaemon<Result: Sendable>(
     listeners: [any Listener],
     startupCommands: [any StartupCommand] = [],
@@ -36,6 +37,7 @@ public func withRunningDaemon<Result: Sendable>(
     watchdog: Watchdog? = nil,
     values: ValueStore = ValueStore(),
     logger: Logger = Logger(label: "vigil-test", factory: { _ in SwiftLogNoOpLogHandler() }),
+    clock: TestClock? = nil,
     _ body: (RunningDaemon) async throws -> Result
 ) async throws -> Result {
     let notifier = RecordingNotifier()
@@ -54,6 +56,7 @@ public func withRunningDaemon<Result: Sendable>(
     daemon.budgets = budgets
     daemon.observers = [observer]
     daemon.watchdog = watchdog
+    if let clock { daemon.clock = clock.loopClock }
     let running = Task { [daemon] in
         let failure = await daemon.run(whenCreated: { progress.append(.created($0)) })
         progress.append(.ended(failure))

@@ -22,11 +22,22 @@ import VigilTesting
             RecordingListener("last", log: log),
         ]
         let observers = AsyncRecorder<RecordingObserver>()
-        try await withRunningDaemon(listeners: listeners) { daemon in
+        let clock = TestClock()
+        try await withRunningDaemon(listeners: listeners, clock: clock) { daemon in
             observers.append(daemon.observer)
+            // Should a wait below fail, the budgets run out anyway so that the daemon can stop.
+            defer { clock.advance(by: .seconds(3600)) }
             daemon.group.requestUserSignal(.sigusr1)
             try await log.wait { $0.contains("slow.userSignal") }
+            // The watcher follows 'slow' (its 10 s default budget), then 'wedged' (50 ms from
+            // when it began): 1 ms short of that budget it still runs, then it is abandoned.
+            try await clock.waitForSleep(until: .seconds(10))
             gate.open()
+            try await log.wait { $0.contains("wedged.userSignal") }
+            try await clock.waitForSleep(until: .milliseconds(50))
+            clock.advance(by: .milliseconds(49))
+            #expect(!daemon.observer.records.values.contains(.userSignal(.sigusr1)))
+            clock.advance(by: .milliseconds(1))
             try await daemon.observer.records.wait { $0.contains(.userSignal(.sigusr1)) }
         }
         let observer = try #require(observers.values.first)

@@ -7,54 +7,60 @@ import VigilTesting
     /// Issue 10 #13: every applied reload re-armed the checkpoint timer, so reloads more frequent
     /// than the interval starved it. Rescheduling with the same interval must keep the phase.
     @Test func reschedulingWithTheSameIntervalKeepsThePhase() async throws {
-        let ticks = AsyncRecorder<Int>()
-        let task = PeriodicTask()
-        let count = Mutex(0)
-        task.schedule(every: .milliseconds(100)) {
-            ticks.append(
-                count.withLock { count in
-                    count += 1
-                    return count
-                }
-            )
-        }
-        // "Reloads" every 40 ms, more often than the interval, until three ticks happened.
-        let reloads = Task {
-            while !Task.isCancelled {
+        let clock = TestClock()
+        let ticks = AsyncRecorder<Duration>()
+        let task = PeriodicTask(clock: clock.loopClock)
+        task.schedule(every: .milliseconds(100)) { ticks.append(clock.now) }
+        for tick in 1...3 {
+            let due = Duration.milliseconds(100 * tick)
+            try await clock.waitForSleep(until: due)
+            // "Reloads" every 40 ms, more often than the interval: each reschedules it.
+            while clock.now + .milliseconds(40) < due {
+                clock.advance(by: .milliseconds(40))
                 task.schedule(every: .milliseconds(100))
-                try? await Task.sleep(for: .milliseconds(40))
             }
+            clock.advance(to: due)
+            try await ticks.wait(timeout: .seconds(10), "tick \(tick) despite rescheduling") { $0.count >= tick }
         }
-        defer { reloads.cancel() }
-        try await ticks.wait(timeout: .seconds(10), "three ticks despite rescheduling") { $0.count >= 3 }
-        reloads.cancel()
-        await reloads.value
+        #expect(ticks.values == [.milliseconds(100), .milliseconds(200), .milliseconds(300)])
         await task.stop()
         #expect(task.interval == .zero)
     }
 
     @Test func aNewIntervalTakesEffectAndZeroStops() async throws {
-        let ticks = AsyncRecorder<ContinuousClock.Instant>()
-        let task = PeriodicTask()
-        task.schedule(every: .seconds(3600)) { ticks.append(.now) }
+        let clock = TestClock()
+        let ticks = AsyncRecorder<Duration>()
+        let task = PeriodicTask(clock: clock.loopClock)
+        task.schedule(every: .seconds(3600)) { ticks.append(clock.now) }
+        try await clock.waitForSleep(until: .seconds(3600))
         // An hour-long interval shortened: the next tick comes at once (an hour after the start
-        // has not passed, but a 20 ms interval counted from the start has).
-        try await Task.sleep(for: .milliseconds(30))
+        // has not passed, but a 20 ms interval counted from the start has), then every 20 ms.
+        clock.advance(by: .milliseconds(30))
         task.schedule(every: .milliseconds(20))
-        try await ticks.wait(timeout: .seconds(10), "ticks at the new interval") { $0.count >= 3 }
+        try await ticks.wait(timeout: .seconds(10), "the tick at once") { $0.count >= 1 }
+        for due in [40, 60] {
+            try await clock.waitForSleep(until: .milliseconds(due))
+            clock.advance(to: .milliseconds(due))
+            try await ticks.wait(timeout: .seconds(10), "the tick at \(due) ms") { $0.last == .milliseconds(due) }
+        }
+        #expect(ticks.values == [.milliseconds(30), .milliseconds(40), .milliseconds(60)])
         task.schedule(every: .zero)
         #expect(task.interval == .zero)
-        let stoppedAt = ticks.values.count
-        // No tick after zero: a new action on a fresh schedule is the only one that runs.
-        let after = AsyncRecorder<Int>()
-        task.schedule(every: .milliseconds(10)) { after.append(1) }
+        // No tick after zero: a new action on a fresh schedule (counted from now) is the only
+        // one that runs.
+        let after = AsyncRecorder<Duration>()
+        task.schedule(every: .milliseconds(10)) { after.append(clock.now) }
+        try await clock.waitForSleep(until: .milliseconds(70))
+        clock.advance(by: .milliseconds(100))
         try await after.wait(timeout: .seconds(10), "the new action") { !$0.isEmpty }
         await task.stop()
-        #expect(ticks.values.count <= stoppedAt + 1, "at most a tick already running when zero came")
+        #expect(after.values == [.milliseconds(160)], "ticks missed while the clock jumped are skipped")
+        #expect(ticks.values.count == 3)
     }
 
     @Test func stopWaitsForARunningTick() async throws {
-        let task = PeriodicTask()
+        let clock = TestClock()
+        let task = PeriodicTask(clock: clock.loopClock)
         let entered = AsyncRecorder<Int>()
         let gate = Gate()
         let finished = Mutex(false)
@@ -63,6 +69,8 @@ import VigilTesting
             await gate.wait()
             finished.withLock { $0 = true }
         }
+        try await clock.waitForSleep(until: .milliseconds(5))
+        clock.advance(by: .milliseconds(5))
         try await entered.wait(timeout: .seconds(10), "the first tick") { !$0.isEmpty }
         let stopping = Task { await task.stop() }
         // stop() has begun (it zeroes the interval first) before the tick may finish.

@@ -27,17 +27,20 @@ private final class Timeline: ServiceManagerNotifier, LifecycleObserver {
     }
 }
 
-private func makeGroup(_ listeners: [any Listener], log: AsyncRecorder<String>) throws -> ListenerGroup {
+private func makeGroup(
+    _ listeners: [any Listener],
+    log: AsyncRecorder<String>,
+    clock: TestClock? = nil
+) throws -> ListenerGroup {
     let timeline = Timeline(log)
-    return try ListenerGroup(
-        listeners: listeners,
-        configuration: .init(
-            logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() },
-            notifier: timeline,
-            signals: SignalMap(),
-            observers: [timeline]
-        )
+    var configuration = ListenerGroup.Configuration(
+        logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() },
+        notifier: timeline,
+        signals: SignalMap(),
+        observers: [timeline]
     )
+    if let clock { configuration.clock = clock.loopClock }
+    return try ListenerGroup(listeners: listeners, configuration: configuration)
 }
 
 private func index(_ entry: String, in log: [String]) -> Int? {
@@ -161,9 +164,9 @@ struct BindFailed: Error, CustomStringConvertible {
 
     @Test func aPartThatIgnoresGracefulShutdownIsCancelledAtItsTerminateBudgetAndTheStopFails() async throws {
         let log = AsyncRecorder<String>()
-        // A 10 s budget: 9 s of grace, then the longest time the listener leaves for the
-        // cancelled part to end (1 s). With 2 s, its 0.2 s was overrun on a loaded runner, and
-        // the stop failed as an overrun instead of a cancellation.
+        // A 10 s budget on the test clock: 9 s of grace, then the longest time the listener
+        // leaves for the cancelled part to end (1 s), which the test clock never lets pass.
+        let clock = TestClock()
         let stubborn = ServiceListener(name: "stubborn", budgets: .init(terminate: .seconds(10))) { ready in
             ready()
             do {
@@ -172,10 +175,18 @@ struct BindFailed: Error, CustomStringConvertible {
                 log.append("stubborn.cancelled")
             }
         }
-        let group = try makeGroup([stubborn], log: log)
+        let group = try makeGroup([stubborn], log: log, clock: clock)
         let running = Task { try await group.run() }
         try await log.wait { $0.contains("notify ready") }
         group.requestTermination(.requested("test"))
+        // The grace period's timer and the budget's watcher (it asks for more time at 1 s) are
+        // armed; a moment before the grace runs out the part still runs.
+        try await clock.waitForSleep(until: .seconds(9))
+        try await clock.waitForSleep(until: .seconds(1))
+        clock.advance(by: .seconds(9) - .milliseconds(1))
+        try await log.wait { $0.contains("notify extend timeout by 10000000 µs") }
+        #expect(!log.values.contains("stubborn.cancelled"))
+        clock.advance(by: .milliseconds(1))
         let error = await #expect(throws: ListenerGroupError.self) { try await running.value }
         #expect(error?.code == .stopFailed)
         #expect(

@@ -1,6 +1,7 @@
 import Synchronization
 import Testing
 import VigilSystemd
+import VigilTesting
 
 @Suite struct WatchdogTests {
     /// Runs the watchdog against scripted probe answers with an instant clock; returns what it did.
@@ -16,7 +17,7 @@ import VigilSystemd
                 },
                 ping: { record("ping") },
                 missed: { record("missed") },
-                sleep: { _ in }
+                clock: TestClock(advancesWhenSlept: true).loopClock
             )
         }
         await task.value
@@ -37,24 +38,24 @@ import VigilSystemd
     /// goes on from there: no burst of zero waits to catch up (with WATCHDOG_USEC=1 that burst
     /// never ended).
     @Test func aLateRoundDoesNotMakeABurstToCatchUp() async {
-        let waits = Mutex<[Duration]>([])
+        let clock = TestClock(advancesWhenSlept: true)
         let rounds = Mutex(0)
         await Watchdog(interval: .milliseconds(40)).run(
             probe: { _ in
                 let round = rounds.withLock {
                     $0 += 1; return $0
                 }
-                if round == 1 { try? await Task.sleep(for: .milliseconds(200)) }  // five intervals late
+                if round == 1 { clock.advance(by: .milliseconds(200)) }  // ten ping intervals late
                 return round < 4 ? .healthy : .stopping
             },
             ping: {},
             missed: {},
-            sleep: { wait in waits.withLock { $0.append(wait) } }
+            clock: clock.loopClock
         )
-        let recorded = waits.withLock { $0 }
-        #expect(recorded.count == 4)
-        #expect(recorded.dropFirst().first == .zero, "the ping after the late round goes out at once")
-        #expect(recorded.dropFirst(2).allSatisfy { $0 > .zero }, "then a wait every half interval: \(recorded)")
+        // Each round's wake-up: a ping interval (20 ms) in; the late round ends at 220 ms, the
+        // next ping goes out then (a wait of zero), and the schedule goes on from there. With a
+        // burst, the next ones would all be due at 220 ms.
+        #expect(clock.sleeps == [.milliseconds(20), .milliseconds(220), .milliseconds(240), .milliseconds(260)])
     }
 
     /// Before: a probe during the stop counted as a failure and each was logged as a withheld

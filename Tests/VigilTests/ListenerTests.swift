@@ -205,24 +205,32 @@ struct PortListener: Listener {
 
     @Test func periodicCheckpointsWriteOnlyWhenSomethingChanged() async throws {
         let path = temporaryDirectory() + "/state.json"
+        let clock = TestClock()
         let listener = PersistenceListener<SampleConfiguration>(path: path) { _ in .milliseconds(5) }
         try await withRunningDaemon(
-            listeners: [ConfigurationListener<SampleConfiguration>(source: .embeddedDefault), listener]
+            listeners: [ConfigurationListener<SampleConfiguration>(source: .embeddedDefault), listener],
+            clock: clock
         ) { _ in
             let store = try #require(listener.store)
             try store.set(Counter(count: 7), forKey: "worker")
-            // The periodic task's write is visible only as the store's state: poll it, bounded.
+            // One period: the tick's write is visible only as the store's state: poll it, bounded.
+            try await clock.waitForSleep(until: .milliseconds(5))
+            clock.advance(by: .milliseconds(5))
             try await poll(until: "the periodic checkpoint of count 7") { !store.hasUnsavedChanges }
             #expect(readFile(path)?.contains("\"count\": 7") == true)
             // Every write replaces the file by rename: a new modification time (the inode
             // number may be reused). Unchanged, the store is not rewritten: the file keeps its
-            // inode and mtime across many 5 ms periods. (A non-event has no event to await:
-            // this waits a fixed 40 periods, the one wait of the test.)
+            // inode and mtime across 40 periods, each tick run (the next is armed only after).
             let written = try #require(FileIdentity(path))
-            try await Task.sleep(for: .milliseconds(200))
+            for period in 2...41 {
+                try await clock.waitForSleep(until: .milliseconds(5 * period))
+                clock.advance(by: .milliseconds(5))
+            }
+            try await clock.waitForSleep(until: .milliseconds(5 * 42))
             #expect(FileIdentity(path) == written, "an unchanged store was rewritten")
             // The task still runs: a change is written, as a new file.
             try store.set(Counter(count: 8), forKey: "worker")
+            clock.advance(by: .milliseconds(5))
             try await poll(until: "the periodic checkpoint of count 8") { !store.hasUnsavedChanges }
             #expect(readFile(path)?.contains("\"count\": 8") == true)
             #expect(FileIdentity(path) != written, "a changed store is written")
@@ -247,25 +255,26 @@ struct PortListener: Listener {
     /// (each applied reload re-armed the timer, even when nothing changed).
     @Test func frequentReloadsDoNotStarvePeriodicCheckpoints() async throws {
         let path = temporaryDirectory() + "/state.json"
+        let clock = TestClock()
         let listener = PersistenceListener<SampleConfiguration>(path: path) { _ in .milliseconds(200) }
         try await withRunningDaemon(
-            listeners: [ConfigurationListener<SampleConfiguration>(source: .embeddedDefault), listener]
+            listeners: [ConfigurationListener<SampleConfiguration>(source: .embeddedDefault), listener],
+            clock: clock
         ) { daemon in
             let store = try #require(listener.store)
             try store.set(Counter(count: 7), forKey: "worker")
-            // Unchanged reloads every 80 ms; the 200 ms checkpoint must still happen.
-            var generation = 1
-            while store.hasUnsavedChanges {
-                #expect(generation < 100, "no checkpoint after \(generation - 1) reloads 80 ms apart")
-                if generation >= 100 { break }
+            try await clock.waitForSleep(until: .milliseconds(200))
+            // Unchanged reloads every 80 ms (at 80 and 160 ms); the checkpoint is due at 200 ms.
+            for generation in 2...3 {
+                clock.advance(by: .milliseconds(80))
                 daemon.group.requestReload()
-                generation += 1
-                let expected = generation
                 try await daemon.observer.records.wait {
-                    $0.contains { if case .reloadApplied(expected, _) = $0 { true } else { false } }
+                    $0.contains { if case .reloadApplied(generation, _) = $0 { true } else { false } }
                 }
-                try await Task.sleep(for: .milliseconds(80))
             }
+            #expect(store.hasUnsavedChanges, "no checkpoint before its time")
+            clock.advance(to: .milliseconds(200))
+            try await poll(until: "the periodic checkpoint at 200 ms") { !store.hasUnsavedChanges }
             #expect(readFile(path)?.contains("\"count\": 7") == true)
         }
     }

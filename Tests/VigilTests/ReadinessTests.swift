@@ -22,7 +22,8 @@ private func makeDaemon(
     _ listeners: [any Listener],
     notifier: RecordingNotifier,
     log: InMemoryLogHandler,
-    watchdog: Watchdog?
+    watchdog: Watchdog?,
+    clock: TestClock? = nil
 ) -> Daemon {
     let logging = DaemonLogging(
         levelControl: LogLevelControl(),
@@ -33,6 +34,7 @@ private func makeDaemon(
     daemon.notifier = notifier
     daemon.signals = SignalMap()
     daemon.watchdog = watchdog
+    if let clock { daemon.clock = clock.loopClock }
     return daemon
 }
 
@@ -80,6 +82,7 @@ private struct DrainingService: Service {
         let log = memoryLog()
         let notifier = RecordingNotifier()
         let contexts = AsyncRecorder<ListenerContext>()
+        let clock = TestClock()
         let draining = ServiceListener(
             name: "http",
             budgets: .init(health: .milliseconds(20)),
@@ -87,21 +90,31 @@ private struct DrainingService: Service {
                 contexts.append(ready.context)
                 ready()
                 try? await gracefulShutdown()
-                // A drain of six watchdog ping intervals (the scenario, not a synchronisation).
-                try? await Task.sleep(for: .milliseconds(300))
+                // A drain of six watchdog ping intervals (the scenario, on the test clock).
+                try? await ready.context.clock.sleep(for: .milliseconds(300))
             }
         )
         let daemon = makeDaemon(
             [draining],
             notifier: notifier,
             log: log,
-            watchdog: Watchdog(interval: .milliseconds(100))
+            watchdog: Watchdog(interval: .milliseconds(100)),
+            clock: clock
         )
         let running = Task { await daemon.run() }
         try await notifier.waitForReady()
+        // The first round (50 ms): a ping; the next round is armed for 100 ms.
+        try await clock.waitForSleep(until: .milliseconds(50))
+        clock.advance(to: .milliseconds(50))
         try await notifier.notifications.wait { $0.contains([.watchdog]) }
+        try await clock.waitForSleep(until: .milliseconds(100))
         // A stop request as SIGTERM makes it (cancelling run() would end the watchdog's task too).
         try await contexts.wait { !$0.isEmpty }[0].requestTermination("test")
+        try await clock.waitForSleep(until: .milliseconds(350))  // the part drains
+        // Rounds while the part drains: the watchdog's wait ended before the stop did, so its
+        // round runs before run() returns (run() waits for the watchdog's task).
+        for round in 2...6 { clock.advance(to: .milliseconds(50 * round)) }
+        clock.advance(to: .milliseconds(350))
         #expect(await running.value == 0)
         let values = log.entries
         #expect(!values.contains { $0.messageID == LifecycleMessageID.watchdogFault.rawValue })
@@ -119,21 +132,31 @@ private struct DrainingService: Service {
         let notifier = RecordingNotifier()
         let steps = AsyncRecorder<String>()
         let slowReload = SlowReloadListener(steps: steps)
+        let clock = TestClock()
         let daemon = makeDaemon(
             [slowReload],
             notifier: notifier,
             log: log,
-            watchdog: Watchdog(interval: .milliseconds(400))
+            watchdog: Watchdog(interval: .milliseconds(400)),
+            clock: clock
         )
         let running = Task { await daemon.run() }
         try await notifier.waitForReady()
-        // Right after a ping, so that the next probe (200 ms later) comes after the stop request.
+        // A ping at 200 ms; the next round is armed for 400 ms.
+        try await clock.waitForSleep(until: .milliseconds(200))
+        clock.advance(to: .milliseconds(200))
         try await notifier.notifications.wait { $0.contains([.watchdog]) }
+        try await clock.waitForSleep(until: .milliseconds(400))
         try await steps.wait { $0.contains("start") }
         let context = try #require(slowReload.context)
         context.requestReload()
         try await steps.wait { $0.contains("prepare") }
+        try await clock.waitForSleep(until: .milliseconds(800))  // the reload's 600 ms
         context.requestTermination("test")
+        // A round between the stop request and STOPPING=1 (which waits for the reload): its wait
+        // ended before the stop did, so it runs before run() returns.
+        clock.advance(to: .milliseconds(400))
+        clock.advance(to: .milliseconds(800))
         #expect(await running.value == 0)
         let values = log.entries
         #expect(!values.contains { $0.messageID == LifecycleMessageID.watchdogFault.rawValue }, "\(values)")
@@ -184,7 +207,8 @@ private struct DrainingService: Service {
     }
 }
 
-/// Takes 600 ms to prepare each reload (three watchdog ping intervals in the test above).
+/// Takes 600 ms of its clock to prepare each reload (three watchdog ping intervals in the test
+/// above).
 private final class SlowReloadListener: Listener {
     let name = "slow-reload"
     let steps: AsyncRecorder<String>
@@ -200,7 +224,7 @@ private final class SlowReloadListener: Listener {
 
     func prepareReload(_ reload: ReloadTransaction, context: ListenerContext) async throws -> ReloadDecision {
         steps.append("prepare")
-        try await Task.sleep(for: .milliseconds(600))
+        try await context.clock.sleep(for: .milliseconds(600))
         return .accept
     }
 }
