@@ -9,7 +9,7 @@ import Synchronization
 /// ```swift
 /// let group = try ListenerGroup(
 ///     listeners: [configuration, persistence, heartbeat],
-///     configuration: .init(logger: logger, notifier: notifier)
+///     configuration: .init(logger: logger)
 /// )
 /// try await group.run()
 /// ```
@@ -84,40 +84,23 @@ public final class ListenerGroup: Service {
             metrics: any MetricsFactory = MetricsSystem.factory,
             maximumHealthBudget: Duration? = nil
         ) {
-            self.init(
-                logger: logger,
-                notifier: NoServiceManager(),
-                signals: signals,
-                budgets: budgets,
-                observers: observers,
-                values: values,
-                extendTimeoutAfter: extendTimeoutAfter,
-                metrics: metrics,
-                maximumHealthBudget: maximumHealthBudget
-            )
-        }
-
-        /// Creates a configuration that reports to `notifier`.
-        package init(
-            logger: Logger,
-            notifier: any ServiceManagerNotifier,
-            signals: SignalMap = .default,
-            budgets: ListenerBudgets = ListenerBudgets(),
-            observers: [any LifecycleObserver] = [],
-            values: ValueStore = ValueStore(),
-            extendTimeoutAfter: Duration = .seconds(1),
-            metrics: any MetricsFactory = MetricsSystem.factory,
-            maximumHealthBudget: Duration? = nil
-        ) {
             self.maximumHealthBudget = maximumHealthBudget
             self.logger = logger
-            self.notifier = notifier
+            self.notifier = NoServiceManager()
             self.signals = signals
             self.budgets = budgets
             self.observers = observers
             self.values = values
             self.extendTimeoutAfter = extendTimeoutAfter
             self.metrics = metrics
+        }
+
+        /// This configuration, reporting to `notifier` (`Daemon` gives its group
+        /// `SystemdNotifier`; tests a recorder).
+        package func reporting(to notifier: any ServiceManagerNotifier) -> Self {
+            var configuration = self
+            configuration.notifier = notifier
+            return configuration
         }
     }
 
