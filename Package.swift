@@ -40,7 +40,8 @@ let package = Package(
         // that must sleep or take signals the way the process's executor wants.
         .target(name: "VigilEventLoop", dependencies: ["CVigilEventLoop", "VigilPOSIX"]),
         // The preinit function that blocks a daemon's signals before the Swift runtime starts.
-        .target(name: "CVigilEarlySignals"),
+        // It takes /dev/null for closed 0-2 from CVigilEventLoop (one copy of that code).
+        .target(name: "CVigilEarlySignals", dependencies: ["CVigilEventLoop"]),
         .target(name: "VigilEarlySignals", dependencies: ["CVigilEarlySignals"]),
         // memfd_create, which Swift cannot call, for snapshots in systemd's fd store.
         .target(name: "CVigilMemoryFile"),
@@ -178,7 +179,8 @@ let package = Package(
         .testTarget(
             name: "VigilSystemdTests",
             dependencies: [
-                "VigilLifecycle", "VigilPOSIX", "VigilSystemd", "VigilTesting", .product(name: "Logging", package: "swift-log"),
+                "VigilLifecycle", "VigilPOSIX", "VigilSystemd", "VigilTesting",
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(

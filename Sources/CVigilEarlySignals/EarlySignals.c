@@ -14,9 +14,8 @@
 //   reports as a failed write, instead of killing the daemon with a core dump.
 #define _GNU_SOURCE
 #include "CVigilEarlySignals.h"
+#include "CVigilEventLoop.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <time.h>
@@ -27,21 +26,10 @@ static struct sigaction original_pipe, original_file_size;
 static bool saved;
 static uint64_t blocked_at;
 
-// The same as VigilEventLoop's cvigil_loop_open_standard_descriptors (which stays the fallback
-// for a daemon that does not link this product): this one runs before any other code.
-static void open_standard_descriptors(void) {
-    for (int fd = 0; fd <= 2; fd++) {
-        if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF) continue;
-        int null = open("/dev/null", O_RDWR);
-        if (null >= 0 && null != fd) {
-            dup2(null, fd);
-            close(null);
-        }
-    }
-}
-
 static void cvigil_early_signals_block(void) {
-    open_standard_descriptors();
+    // VigilEventLoop's one copy (its loop calls it again, for a daemon that does not link this
+    // product); here it runs before any other code.
+    cvigil_loop_open_standard_descriptors();
     sigset_t block;
     sigemptyset(&block);
     sigaddset(&block, SIGHUP);

@@ -140,7 +140,6 @@ public struct Daemon: Sendable {
         do {
             var configuration = ListenerGroup.Configuration(
                 logger: logger,
-                notifier: notifier,
                 signals: signals,
                 budgets: budgets,
                 observers: [LifecycleLogger(logger: logger, version: version)] + observers,
@@ -148,6 +147,7 @@ public struct Daemon: Sendable {
                 metrics: metrics,
                 maximumHealthBudget: watchdog?.probeTimeout
             )
+            configuration.notifier = notifier
             configuration.clock = clock
             group = try ListenerGroup(
                 listeners: listeners,

@@ -50,14 +50,14 @@ package struct ConfigurationLoader<Configuration: ValidatedConfiguration>: Senda
                 reason: failure.message
             )
         } catch let invalid as InvalidValue {
-            throw error(invalid, in: root, file: file)
+            throw ConfigurationText.error(invalid, in: root, file: file)
         } catch {
             throw ConfigurationError(file: file, keyPath: "", reason: "\(error)")
         }
         do {
             try configuration.validate()
         } catch {
-            throw self.error(error, in: root, file: file)
+            throw ConfigurationText.error(error, in: root, file: file)
         }
         return configuration
     }
@@ -79,8 +79,13 @@ package struct ConfigurationLoader<Configuration: ValidatedConfiguration>: Senda
         }
         return JSONValue(.object(merged), position: file.position)
     }
+}
 
-    private func error(_ invalid: InvalidValue, in root: JSONValue, file: String) -> ConfigurationError {
+/// Configuration text parsed into a JSON object, for every reader of configuration files.
+package enum ConfigurationText {
+    /// `invalid` as a ``ConfigurationError`` naming `file`, the key path, and the line and column
+    /// of the key in `root` (of its nearest parent there when the key is absent).
+    package static func error(_ invalid: InvalidValue, in root: JSONValue, file: String) -> ConfigurationError {
         let position = JSONValueDecoder.position(of: invalid.keyPath, in: root)
         return ConfigurationError(
             file: file,
@@ -90,10 +95,7 @@ package struct ConfigurationLoader<Configuration: ValidatedConfiguration>: Senda
             reason: invalid.reason
         )
     }
-}
 
-/// Configuration text parsed into a JSON object, for every reader of configuration files.
-package enum ConfigurationText {
     /// `bytes` parsed (comments, trailing commas, positions); a syntax error, an empty file or a
     /// top level that is not an object is a ``ConfigurationError`` naming `file`, line and column.
     package static func parse(_ bytes: [UInt8], file: String) throws(ConfigurationError) -> JSONValue {

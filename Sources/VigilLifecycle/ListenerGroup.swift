@@ -9,7 +9,7 @@ import Synchronization
 /// ```swift
 /// let group = try ListenerGroup(
 ///     listeners: [configuration, persistence, heartbeat],
-///     configuration: .init(logger: logger, notifier: notifier)
+///     configuration: .init(logger: logger)
 /// )
 /// try await group.run()
 /// ```
@@ -84,40 +84,23 @@ public final class ListenerGroup: Service {
             metrics: any MetricsFactory = MetricsSystem.factory,
             maximumHealthBudget: Duration? = nil
         ) {
-            self.init(
-                logger: logger,
-                notifier: NoServiceManager(),
-                signals: signals,
-                budgets: budgets,
-                observers: observers,
-                values: values,
-                extendTimeoutAfter: extendTimeoutAfter,
-                metrics: metrics,
-                maximumHealthBudget: maximumHealthBudget
-            )
-        }
-
-        /// Creates a configuration that reports to `notifier`.
-        package init(
-            logger: Logger,
-            notifier: any ServiceManagerNotifier,
-            signals: SignalMap = .default,
-            budgets: ListenerBudgets = ListenerBudgets(),
-            observers: [any LifecycleObserver] = [],
-            values: ValueStore = ValueStore(),
-            extendTimeoutAfter: Duration = .seconds(1),
-            metrics: any MetricsFactory = MetricsSystem.factory,
-            maximumHealthBudget: Duration? = nil
-        ) {
             self.maximumHealthBudget = maximumHealthBudget
             self.logger = logger
-            self.notifier = notifier
+            self.notifier = NoServiceManager()
             self.signals = signals
             self.budgets = budgets
             self.observers = observers
             self.values = values
             self.extendTimeoutAfter = extendTimeoutAfter
             self.metrics = metrics
+        }
+
+        /// This configuration, reporting to `notifier` (`Daemon` gives its group
+        /// `SystemdNotifier`; tests a recorder).
+        package func reporting(to notifier: any ServiceManagerNotifier) -> Self {
+            var configuration = self
+            configuration.notifier = notifier
+            return configuration
         }
     }
 
@@ -421,31 +404,33 @@ public final class ListenerGroup: Service {
         let commands = self.commands
         let commandBudget = configuration.budgets.start
         let core = self.core
-        let ran = await runHooks(
-            .start,
-            of: core.terminationRequested ? [] : commands,
-            name: { $0.name },
-            budget: { _ in commandBudget },
-            extendAfter: extend,
-            settlesReturns: true
-        ) { command in
+        // Start-up commands, then listeners, alike: none once termination is requested, and the
+        // first failure stops the walk and is what start-up reports.
+        func startEach<Step: Sendable>(
+            _ steps: [Step],
+            name: @escaping @Sendable (Step) -> String,
+            budget: @escaping @Sendable (Step) -> Duration,
+            _ start: @escaping @Sendable (Step) async throws -> Void
+        ) async -> Int {
+            await runHooks(
+                .start,
+                of: core.terminationRequested ? [] : steps,
+                name: name,
+                budget: budget,
+                extendAfter: extend,
+                settlesReturns: true,
+                start
+            ) { step, outcome in
+                failure.record(name(step), outcome, budget: "start") && !core.terminationRequested
+            }
+        }
+        let ran = await startEach(commands, name: { $0.name }, budget: { _ in commandBudget }) { command in
             try await command.run(context: context)
-        } settle: { command, outcome in
-            failure.record(command.name, outcome, budget: "start") && !core.terminationRequested
         }
         if let failed = failure.value { try await failStart(failed, started: []) }
         guard ran == commands.count, !core.terminationRequested else { return [] }
-        let started = await runHooks(
-            .start,
-            of: core.terminationRequested ? [] : listeners,
-            name: \.name,
-            budget: budget(\.start),
-            extendAfter: extend,
-            settlesReturns: true
-        ) { listener in
+        let started = await startEach(listeners, name: \.name, budget: budget(\.start)) { listener in
             try await listener.start(context: context)
-        } settle: { listener, outcome in
-            failure.record(listener.name, outcome, budget: "start") && !core.terminationRequested
         }
         if let failed = failure.value {
             try await failStart(failed, started: Array(listeners[..<(started - 1)]))

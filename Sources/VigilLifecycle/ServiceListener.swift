@@ -68,11 +68,6 @@ public final class ServiceListener: Listener {
     /// none.
     public let shutdownHistory: (any ShutdownHistory)?
 
-    private enum Part: Sendable {
-        case service(@Sendable (ReadySignal) async throws -> any Service)
-        case closure(@Sendable (ReadySignal) async throws -> Void)
-    }
-
     private struct Running: Sendable {
         let group: ServiceGroup
         let task: Task<Void, Never>
@@ -94,7 +89,8 @@ public final class ServiceListener: Listener {
         case stopping(Running?, error: (any Error)?)
     }
 
-    private let part: Part
+    /// Builds the part at start.
+    private let makeService: @Sendable (ReadySignal) async throws -> any Service
     private let state = Mutex(State.initial)
     private let prepare: PrepareReload?
     private let commit: CommitReload?
@@ -144,7 +140,7 @@ public final class ServiceListener: Listener {
         self.commit = commitReload
         self.relieve = memoryPressure
         self.shutdownHistory = shutdownHistory
-        self.part = .service { ready in try await makeService(ready) }
+        self.makeService = { ready in try await makeService(ready) }
     }
 
     /// A listener that runs `run` until the daemon stops.
@@ -161,7 +157,7 @@ public final class ServiceListener: Listener {
     ///     `ShutdownMarker`), for `status`; `nil` for none.
     ///   - run: the part: it calls its ``ReadySignal`` once ready, then works until graceful
     ///     shutdown (swift-service-lifecycle's `gracefulShutdown()`) or cancellation.
-    public init(
+    public convenience init(
         name: String,
         dependencies: [String] = [],
         budgets: ListenerBudgets? = nil,
@@ -171,24 +167,22 @@ public final class ServiceListener: Listener {
         shutdownHistory: (any ShutdownHistory)? = nil,
         run: @escaping @Sendable (ReadySignal) async throws -> Void
     ) {
-        self.name = name
-        self.dependencies = dependencies
-        self.budgets = budgets
-        self.prepare = prepareReload
-        self.commit = commitReload
-        self.relieve = memoryPressure
-        self.shutdownHistory = shutdownHistory
-        self.part = .closure(run)
+        self.init(
+            name: name,
+            dependencies: dependencies,
+            budgets: budgets,
+            prepareReload: prepareReload,
+            commitReload: commitReload,
+            memoryPressure: memoryPressure,
+            shutdownHistory: shutdownHistory,
+            service: { ready in ClosureService { try await run(ready) } }
+        )
     }
 
     public func start(context: ListenerContext) async throws {
         let ready = ReadySignal(context: context)
         state.withLock { $0 = .starting }
-        let service: any Service
-        switch part {
-        case .service(let make): service = try await make(ready)
-        case .closure(let run): service = ClosureService { try await run(ready) }
-        }
+        let service = try await makeService(ready)
         let group = ServiceGroup(
             configuration: .init(
                 services: [

@@ -66,14 +66,7 @@ public final class SwiftConfigurationListener: Listener {
         do {
             try validate(ConfigReader(provider: CommittedConfigProvider(values: values)).snapshot())
         } catch let invalid as InvalidValue {
-            let position = JSONValueDecoder.position(of: invalid.keyPath, in: root)
-            throw ConfigurationError(
-                file: path,
-                keyPath: invalid.keyPath.joined(separator: "."),
-                line: position.line,
-                column: position.column,
-                reason: invalid.reason
-            )
+            throw ConfigurationText.error(invalid, in: root, file: path)
         } catch {
             throw ConfigurationError(file: path, keyPath: "", reason: "\(error)")
         }

@@ -94,7 +94,7 @@ private func failures(_ records: [LifecycleRecord]) -> [String] {
                 ),
                 RecordingListener("never", dependencies: ["worker"], log: log),
             ],
-            configuration: .init(logger: .init(label: "test"), notifier: notifier, signals: SignalMap())
+            configuration: .init(logger: .init(label: "test"), signals: SignalMap()).reporting(to: notifier)
         )
         let error = await #expect(throws: ListenerGroupError.self) { try await group.run() }
         #expect(error?.code == .startFailed)
@@ -237,13 +237,12 @@ private func failures(_ records: [LifecycleRecord]) -> [String] {
             listeners: [RecordingListener("slow", log: log, behaviors: ["start": .wait(gate)])],
             configuration: .init(
                 logger: Logger(label: "t"),
-                notifier: notifier,
                 signals: SignalMap(),
                 // Long enough never to expire while the test opens the gate: with 10 s, a loaded
                 // runner resumed the test after the budget had run out (1 of 10 rounds).
                 budgets: .init(start: .seconds(600)),
                 extendTimeoutAfter: .milliseconds(20)
-            )
+            ).reporting(to: notifier)
         )
         let running = Task { try await group.run() }
         // After 20 ms the step asks for the rest of its budget plus a second: 600.98 s.

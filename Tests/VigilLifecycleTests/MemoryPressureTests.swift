@@ -18,10 +18,10 @@ import VigilTesting
         let notifier = RecordingNotifier()
         var configuration = ListenerGroup.Configuration(
             logger: Logger(label: "test"),
-            notifier: notifier,
             signals: SignalMap(),
             observers: [observer]
         )
+        configuration.notifier = notifier
         configuration.memoryPressureInterval = interval
         if let clock { configuration.clock = clock.loopClock }
         let group = try ListenerGroup(listeners: listeners, configuration: configuration)

@@ -26,11 +26,10 @@ import VigilTesting
             ],
             configuration: .init(
                 logger: Logger(label: "test"),
-                notifier: notifier,
                 signals: SignalMap(),
                 observers: [observer],
                 metrics: metrics
-            )
+            ).reporting(to: notifier)
         )
         let running = Task { try await group.run() }
         try await notifier.waitForReady()

@@ -35,10 +35,10 @@ private func makeGroup(
     let timeline = Timeline(log)
     var configuration = ListenerGroup.Configuration(
         logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() },
-        notifier: timeline,
         signals: SignalMap(),
         observers: [timeline]
     )
+    configuration.notifier = timeline
     if let clock { configuration.clock = clock.loopClock }
     return try ListenerGroup(listeners: listeners, configuration: configuration)
 }

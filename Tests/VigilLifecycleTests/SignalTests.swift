@@ -91,7 +91,7 @@ import VigilTesting
         let notifier = RecordingNotifier()
         let group = try ListenerGroup(
             listeners: [RecordingListener("l", log: log)],
-            configuration: .init(logger: .init(label: "test"), notifier: notifier, signals: SignalMap())
+            configuration: .init(logger: .init(label: "test"), signals: SignalMap()).reporting(to: notifier)
         )
         let services = ServiceGroup(
             configuration: .init(

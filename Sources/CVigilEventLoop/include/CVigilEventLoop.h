@@ -25,7 +25,7 @@ int cvigil_loop_run(void);
 
 /// Opens /dev/null on each of descriptors 0, 1 and 2 that is closed, so that no descriptor the
 /// process opens later becomes its stdin, stdout or stderr (log lines written to stderr would
-/// go into it). `cvigil_loop_run` calls it first thing.
+/// go into it). `cvigil_loop_run` calls it first thing; CVigilEarlySignals before main.
 void cvigil_loop_open_standard_descriptors(void);
 
 /// The descriptor `cvigil_loop_run` could not get ("signalfd", say), or NULL.
