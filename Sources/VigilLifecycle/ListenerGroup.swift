@@ -618,9 +618,11 @@ public final class ListenerGroup: Service {
         let order = Array(started.reversed())
         let failures = Failures()
         let core = self.core
+        // Two requests before the stop began (they waited for a reload, say): the first listener
+        // to stop is still asked, and cut short at once, so that a part it runs hears it.
         let asked = await runHooks(
             .terminate,
-            of: core.isUrgent ? [] : order,
+            of: order,
             name: \.name,
             budget: budget(\.terminate),
             extendAfter: configuration.extendTimeoutAfter,

@@ -431,6 +431,37 @@ struct BindFailed: Error, CustomStringConvertible {
             #expect(handed[1] <= .now)
         }
     }
+
+    @Test func twoStopRequestsDuringAReloadStillCancelThePartThatStopsFirst() async throws {
+        let log = AsyncRecorder<String>()
+        let reloading = Gate()
+        let slow = RecordingListener("configuration", log: log, behaviors: ["prepare": .wait(reloading)])
+        let jobs = ServiceListener(name: "jobs", dependencies: ["configuration"]) { ready in
+            ready()
+            await withTaskCancellationHandler {
+                try? await Task.sleep(for: .seconds(3600))  // drains forever, honours cancellation
+            } onCancel: {
+                log.append("jobs.cancelled")
+            }
+            log.append("jobs.killed")
+        }
+        let error = await #expect(throws: ListenerGroupError.self) {
+            try await withRunningDaemon(listeners: [slow, jobs]) { daemon in
+                daemon.group.requestReload()
+                try await log.wait { $0.contains("configuration.prepare") }
+                // Both stop requests wait for the reload; then the stop begins urgent.
+                daemon.group.requestTermination(.signal(.sigterm))
+                daemon.group.requestTermination(.signal(.sigterm))
+                reloading.open()
+            }
+        }
+        #expect(
+            error?.message
+                == "Stopped with errors: 'jobs' was cut short by a second stop request; 'configuration' was not asked to stop (a second stop request came first)"
+        )
+        #expect(log.values.suffix(2) == ["jobs.cancelled", "jobs.killed"], "the part ended before the daemon's run")
+        #expect(!log.values.contains("configuration.terminate"))
+    }
 }
 
 private enum Limit: ValueKey {
