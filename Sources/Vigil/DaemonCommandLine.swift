@@ -188,6 +188,7 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
                 options.logging.logger.critical("\(name) cannot start: \(error)")
                 return 1
             }
+            if let warning = unit.stopTimeoutWarning(for: daemon) { options.logging.logger.warning("\(warning)") }
             let status = options.status
             status.track(daemon.listeners)
             status.report(to: options.logging.logger)

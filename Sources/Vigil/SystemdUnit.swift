@@ -47,8 +47,14 @@ public struct SystemdUnit: Sendable, Hashable {
     /// The credentials the daemon reads with `Credentials` (VigilSystemd): one
     /// `LoadCredential=`, `LoadCredentialEncrypted=` or `SetCredential=` line each, in order.
     package var credentials: [Credential]
+    /// `TimeoutStopSec=`: how long systemd lets a stop take before it kills the daemon (and, with
+    /// `spawnsChildren`, its children). Keep it above the longest stop: the listeners' terminate
+    /// budgets added up (they stop one after the other), plus the exit barrier and a margin;
+    /// `run` warns when the daemon's budgets outgrow it.
+    package var stopTimeout: Duration
 
-    /// A unit with the given declarations; every one is off by default.
+    /// A unit with the given declarations; every one is off by default, and `TimeoutStopSec=` is
+    /// 60 s (``stopTimeout``).
     public init(
         description: String? = nil,
         documentation: [String] = [],
@@ -59,7 +65,8 @@ public struct SystemdUnit: Sendable, Hashable {
         socketName: String? = nil,
         requiresSocketUnit: Bool = false,
         loopbackNetwork: Bool = false,
-        credentials: [Credential] = []
+        credentials: [Credential] = [],
+        stopTimeout: Duration = .seconds(60)
     ) {
         self.description = description
         self.documentation = documentation
@@ -71,6 +78,7 @@ public struct SystemdUnit: Sendable, Hashable {
         self.requiresSocketUnit = requiresSocketUnit
         self.loopbackNetwork = loopbackNetwork
         self.credentials = credentials
+        self.stopTimeout = stopTimeout
     }
 
     /// A credential the unit hands the daemon in `$CREDENTIALS_DIRECTORY`, where
@@ -147,6 +155,40 @@ public struct SystemdUnit: Sendable, Hashable {
 }
 
 extension SystemdUnit {
+    /// The warning `run` logs when a stop may outlast ``stopTimeout`` (`TimeoutStopSec=`); `nil`
+    /// when it fits.
+    ///
+    /// The stop calls the listeners' `terminate` one after the other, each for at most its
+    /// budget, then waits at most `exitBarrier` for systemd to confirm the last notifications:
+    /// their sum is the longest stop. A slow hook asks systemd for more time
+    /// (`EXTEND_TIMEOUT_USEC=`), but a unit whose `TimeoutStopSec=` is shorter than the stop
+    /// the daemon plans leans on that alone.
+    ///
+    /// - Parameters:
+    ///   - terminateBudgets: every listener's terminate budget, as the daemon enforces them.
+    ///   - exitBarrier: the daemon's exit barrier timeout.
+    package func stopTimeoutWarning(terminateBudgets: [Duration], exitBarrier: Duration) -> String? {
+        let longest = terminateBudgets.reduce(exitBarrier, +)
+        guard longest > stopTimeout else { return nil }
+        // A margin of a tenth, at least 5 s, rounded up to whole seconds.
+        let margin = max(longest / 10, .seconds(5))
+        let (seconds, attoseconds) = (longest + margin).components
+        let advised = Duration.seconds(seconds + (attoseconds > 0 ? 1 : 0))
+        return "The listeners' terminate budgets (\(terminateBudgets.count) listeners) and the exit barrier "
+            + "add up to \(Self.seconds(longest)), more than the unit's TimeoutStopSec=\(Self.seconds(stopTimeout)): "
+            + "a stop that uses them may be killed by systemd. Declare SystemdUnit(stopTimeout: "
+            + "\(Self.seconds(advised))) (and reinstall the unit systemd-unit prints), or shorten ListenerBudgets.terminate."
+    }
+
+    /// ``stopTimeoutWarning(terminateBudgets:exitBarrier:)`` for `daemon`'s listeners (each with its
+    /// own budgets or the daemon's) and exit barrier.
+    package func stopTimeoutWarning(for daemon: Daemon) -> String? {
+        stopTimeoutWarning(
+            terminateBudgets: daemon.listeners.map { ($0.budgets ?? daemon.budgets).terminate },
+            exitBarrier: daemon.exitBarrierTimeout
+        )
+    }
+
     /// The `.service` unit of the daemon `name`, whose executable is at `executable`.
     ///
     /// One directive per line, in the order of `systemd/README.md`'s table; a declaration that
@@ -165,7 +207,7 @@ extension SystemdUnit {
             "Restart=on-failure",
             "RestartSec=1s",
             "TimeoutStartSec=90s",
-            "TimeoutStopSec=60s",
+            "TimeoutStopSec=\(Self.seconds(stopTimeout))",
             "TimeoutAbortSec=10s",
         ]
         if spawnsChildren { unit.append("KillMode=mixed") }

@@ -238,6 +238,33 @@ private final class HookWalk<Step: Sendable, Value: Sendable>: Sendable {
 }
 
 extension ListenerGroup.Core {
+    /// How long a hook cut short by a second stop request (it is cancelled at once) may take to
+    /// return before the mediator goes on without it (at most its budget).
+    static let interruptionGrace = Duration.seconds(1)
+
+    /// Waits until `task` ends or `limit` passes on the group's clock, whichever comes first.
+    private func awaitEnd(of task: Task<Void, Never>, within limit: Duration) async {
+        let waiter = Mutex<CheckedContinuation<Void, Never>?>(nil)
+        let resume: @Sendable () -> Void = { waiter.withLock { $0.take() }?.resume() }
+        var tasks: [Task<Void, Never>] = []
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            waiter.withLock { $0 = continuation }
+            // Unstructured: a hook that ignores cancellation never ends, and a task group would
+            // wait for it; these two race, and the one left behind is cancelled (or ends with the hook).
+            tasks = [
+                Task {
+                    await task.value
+                    resume()
+                },
+                Task { [clock] in
+                    try? await clock.sleep(for: limit)
+                    resume()
+                },
+            ]
+        }
+        tasks[1].cancel()
+    }
+
     /// Calls the hooks of `hooks` in order, each within its budget, isolated from the mediator;
     /// returns the index of the first hook not called (`count` when every hook ran).
     ///
@@ -271,6 +298,12 @@ extension ListenerGroup.Core {
                 return stoppedAt
             case .abandoned(let index, let outcome)?:
                 task.cancel()
+                if case .interrupted = outcome {
+                    // Cut short by a second stop request: the hook hears the cancellation now and
+                    // gets a moment to end what it started (a part killing its child processes)
+                    // before the mediator goes on and the daemon exits.
+                    await awaitEnd(of: task, within: min(hooks.budget(hooks.steps[index]), Self.interruptionGrace))
+                }
                 let duration: Duration? = if case .overran(let budget) = outcome { budget } else { nil }
                 guard hooks.settle(hooks.steps[index], outcome, duration) else { return index + 1 }
                 next = index + 1

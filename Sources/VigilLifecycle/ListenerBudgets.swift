@@ -2,7 +2,9 @@
 ///
 /// Keep the sum of start budgets under the unit's `TimeoutStartSec=` (the mediator sends
 /// `EXTEND_TIMEOUT_USEC=` while a step legitimately runs long), the sum of terminate budgets
-/// under `TimeoutStopSec=`, and the reload and health budgets under half of `WatchdogSec=`.
+/// (plus the daemon's 1 s exit barrier) under `TimeoutStopSec=` (declare it with `Vigil`'s
+/// `SystemdUnit(stopTimeout:)`; a Vigil daemon's `run` warns when the budgets outgrow it), and the
+/// reload and health budgets under half of `WatchdogSec=`.
 public struct ListenerBudgets: Sendable, Hashable {
     /// Start-up commands and `start`.
     package var start: Duration

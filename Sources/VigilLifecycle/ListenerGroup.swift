@@ -25,7 +25,9 @@ import Synchronization
 /// - **Isolation.** Each hook runs within its budget (``ListenerBudgets``); a hook that throws
 ///   or overruns is reported with its listener's name and the others still hear the event. A
 ///   failed start stops the listeners already started, in reverse, and ``run()`` throws.
-/// - **A second stop request** during shutdown skips the remaining budgets.
+/// - **A second stop request** during shutdown cuts it short: the running `terminate` hook is
+///   cancelled at once and given at most a second (at most its budget) to return, the listeners
+///   after it are not asked to stop, and ``run()`` throws ``ListenerGroupError/Code/stopFailed``.
 ///
 /// It is a swift-service-lifecycle `Service`: run it in a `ServiceGroup` next to a daemon's own
 /// services with ``serviceConfiguration``, so that a stop signal shuts the whole group down
@@ -216,8 +218,8 @@ public final class ListenerGroup: Service {
         if accepted { core.request(.memoryPressure) }
     }
 
-    /// Requests a stop, as `SIGTERM` does. A second request during shutdown skips the remaining
-    /// budgets.
+    /// Requests a stop, as `SIGTERM` does. A second request during shutdown cancels the running
+    /// `terminate` hook and skips the listeners after it (see the type's documentation).
     public func requestTermination(_ reason: TerminationReason) { core.request(.terminate(reason)) }
 
     /// `true` once a stop was requested (by a signal, code, or the service group).
@@ -601,9 +603,11 @@ public final class ListenerGroup: Service {
         let order = Array(started.reversed())
         let failures = Failures()
         let core = self.core
+        // Two requests before the stop began (they waited for a reload, say): the first listener
+        // to stop is still asked, and cut short at once, so that a part it runs hears it.
         let asked = await runHooks(
             .terminate,
-            of: core.isUrgent ? [] : order,
+            of: order,
             name: \.name,
             budget: budget(\.terminate),
             extendAfter: configuration.extendTimeoutAfter,

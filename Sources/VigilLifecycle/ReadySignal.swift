@@ -74,11 +74,14 @@ public final class ReadySignal: Sendable {
     /// Calls `handler` with the stop deadline when the daemon begins to stop (at once, on the
     /// calling thread, if it already began), before swift-service-lifecycle's graceful shutdown
     /// reaches the part. Keep it short and non-blocking: stop accepting, hand the deadline on.
+    ///
+    /// A second stop request (a second `SIGTERM`) moves the deadline to that instant: `handler`
+    /// is called once more, with it, just before the part is cancelled; a drain that waits for
+    /// the deadline should take the earlier of the two.
     public func onStop(_ handler: @escaping @Sendable (ContinuousClock.Instant) -> Void) {
         let deadline = state.withLock { state -> ContinuousClock.Instant? in
-            if let deadline = state.stopDeadline { return deadline }
             state.stopHandlers.append(handler)
-            return nil
+            return state.stopDeadline
         }
         if let deadline { handler(deadline) }
     }
@@ -88,10 +91,20 @@ public final class ReadySignal: Sendable {
         let handlers = state.withLock { state -> [@Sendable (ContinuousClock.Instant) -> Void] in
             guard state.stopDeadline == nil else { return [] }
             state.stopDeadline = deadline
-            defer { state.stopHandlers.removeAll() }
             return state.stopHandlers
         }
         for handler in handlers { handler(deadline) }
+    }
+
+    /// A second stop request: the deadline becomes `now` (if it was later, or not set) and the
+    /// stop handlers hear it again.
+    func hurry(now: ContinuousClock.Instant) {
+        let handlers = state.withLock { state -> [@Sendable (ContinuousClock.Instant) -> Void] in
+            if let deadline = state.stopDeadline, deadline <= now { return [] }
+            state.stopDeadline = now
+            return state.stopHandlers
+        }
+        for handler in handlers { handler(now) }
     }
 
     /// Records how the wait ended, unless it already did; wakes the waiter.

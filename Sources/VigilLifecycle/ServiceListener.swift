@@ -42,6 +42,11 @@ import Synchronization
 ///   shrink a pool); a `shutdownHistory` (a `ShutdownMarker` the part begins at start and ends
 ///   after its last write) makes `status` report whether the previous run stopped cleanly
 ///   (`previousShutdownClean`), as `PersistenceListener` does for its state file.
+/// - **A second stop request cuts the drain short.** When the daemon hears a second stop request
+///   (a second `SIGTERM`) while the part drains, its deadline moves to that instant (the
+///   ``ReadySignal/onStop(_:)`` handlers hear it again) and the part is cancelled at once; the
+///   daemon waits at most a second for it to end (to kill the jobs it started, say) before it
+///   goes on and exits with status 1.
 /// - **The part knows its deadline.** At stop, before graceful shutdown, ``ReadySignal/onStop(_:)``
 ///   handlers get the instant by which the part should have drained (also
 ///   ``ReadySignal/stopDeadline``): a twentieth of the grace period (at most half a second) before
@@ -304,9 +309,13 @@ public final class ServiceListener: Listener {
                 return false
             }
             let ended = await tasks.next() ?? false
-            // Cancelled at the grace period, or because this hook was cut short: either way the
-            // part is cancelled and awaited (the other child ends with it).
-            if !ended { running.task.cancel() }
+            // Cancelled at the grace period, or because this hook was cut short (a second stop
+            // request): either way the part is cancelled and awaited (the other child ends with
+            // it); cut short, it first hears that its deadline is now.
+            if !ended {
+                if Task.isCancelled { running.ready.hurry(now: .now) }
+                running.task.cancel()
+            }
             tasks.cancelAll()
             return ended
         }

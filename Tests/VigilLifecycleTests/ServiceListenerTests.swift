@@ -386,6 +386,82 @@ struct BindFailed: Error, CustomStringConvertible {
         let values = log.values
         #expect(try #require(index("part.onStop", in: values)) < (try #require(index("part.graceful", in: values))))
     }
+
+    @Test func aSecondStopRequestCancelsTheDrainingPartAtOnceAndMovesItsDeadlineToNow() async throws {
+        // A job queue in miniature: at stop it drains (waits for its jobs until the deadline, or
+        // cancellation), and when cancelled it kills its jobs before it returns.
+        let log = AsyncRecorder<String>()
+        let clock = TestClock()
+        let deadlines = Mutex<[ContinuousClock.Instant]>([])
+        let cancelledAt = Mutex<Duration?>(nil)
+        let jobs = ServiceListener(name: "jobs", budgets: .init(terminate: .seconds(20))) { ready in
+            ready.onStop { deadline in
+                deadlines.withLock { $0.append(deadline) }
+                log.append("jobs.onStop")
+            }
+            ready()
+            try? await gracefulShutdown()
+            await withTaskCancellationHandler {
+                try? await clock.sleep(until: .seconds(3600))  // the jobs never finish by themselves
+            } onCancel: {
+                cancelledAt.withLock { $0 = clock.now }
+                log.append("jobs.cancelled")
+            }
+            log.append("jobs.killed")
+        }
+        let error = await #expect(throws: ListenerGroupError.self) {
+            try await withRunningDaemon(listeners: [jobs], clock: clock) { daemon in
+                daemon.group.requestTermination(.signal(.sigterm))
+                // Draining: the grace period's timer (19 s) is armed; 2 s pass, then an admin's
+                // second SIGTERM.
+                try await clock.waitForSleep(until: .seconds(19))
+                clock.advance(by: .seconds(2))
+                #expect(!log.values.contains("jobs.cancelled"))
+                daemon.group.requestTermination(.signal(.sigterm))
+            }
+        }
+        #expect(error?.message == "Stopped with errors: 'jobs' was cut short by a second stop request")
+        // The daemon's run returned only after the part had heard the request and killed its jobs.
+        #expect(log.values.suffix(3) == ["jobs.onStop", "jobs.cancelled", "jobs.killed"])
+        #expect(cancelledAt.withLock { $0 } == .seconds(2), "cancelled at the second request, with no time passing")
+        let handed = deadlines.withLock { $0 }
+        #expect(handed.count == 2, "the deadline moved to the second request: \(handed)")
+        if handed.count == 2 {
+            #expect(handed[1] < handed[0])
+            #expect(handed[1] <= .now)
+        }
+    }
+
+    @Test func twoStopRequestsDuringAReloadStillCancelThePartThatStopsFirst() async throws {
+        let log = AsyncRecorder<String>()
+        let reloading = Gate()
+        let slow = RecordingListener("configuration", log: log, behaviors: ["prepare": .wait(reloading)])
+        let jobs = ServiceListener(name: "jobs", dependencies: ["configuration"]) { ready in
+            ready()
+            await withTaskCancellationHandler {
+                try? await Task.sleep(for: .seconds(3600))  // drains forever, honours cancellation
+            } onCancel: {
+                log.append("jobs.cancelled")
+            }
+            log.append("jobs.killed")
+        }
+        let error = await #expect(throws: ListenerGroupError.self) {
+            try await withRunningDaemon(listeners: [slow, jobs]) { daemon in
+                daemon.group.requestReload()
+                try await log.wait { $0.contains("configuration.prepare") }
+                // Both stop requests wait for the reload; then the stop begins urgent.
+                daemon.group.requestTermination(.signal(.sigterm))
+                daemon.group.requestTermination(.signal(.sigterm))
+                reloading.open()
+            }
+        }
+        #expect(
+            error?.message
+                == "Stopped with errors: 'jobs' was cut short by a second stop request; 'configuration' was not asked to stop (a second stop request came first)"
+        )
+        #expect(log.values.suffix(2) == ["jobs.cancelled", "jobs.killed"], "the part ended before the daemon's run")
+        #expect(!log.values.contains("configuration.terminate"))
+    }
 }
 
 private enum Limit: ValueKey {

@@ -1,5 +1,7 @@
+import Logging
 import Testing
 import Vigil
+import VigilTesting
 
 /// `NAME systemd-unit`: each declaration adds its directive, nothing from outside can add a
 /// directive of its own, and the options are checked.
@@ -24,6 +26,50 @@ import Vigil
         ] {
             #expect(!lines.contains { $0.hasPrefix(directive) }, "\(directive) without its declaration")
         }
+    }
+
+    @Test func theStopTimeoutIsDeclaredAndCheckedAgainstTheTerminateBudgets() {
+        #expect(Self.service(SystemdUnit()).contains("TimeoutStopSec=60s"))
+        let unit = SystemdUnit(stopTimeout: .seconds(95))
+        #expect(Self.service(unit).contains("TimeoutStopSec=95s"))
+        #expect(!Self.service(unit).contains("TimeoutStopSec=60s"))
+        // Four listeners of 20 s each and the 1 s exit barrier: 81 s, under 95 s but over 60 s.
+        let budgets = Array(repeating: Duration.seconds(20), count: 4)
+        #expect(unit.stopTimeoutWarning(terminateBudgets: budgets, exitBarrier: .seconds(1)) == nil)
+        #expect(
+            SystemdUnit().stopTimeoutWarning(terminateBudgets: budgets, exitBarrier: .seconds(1))
+                == "The listeners' terminate budgets (4 listeners) and the exit barrier add up to 81s, more than the unit's TimeoutStopSec=60s: a stop that uses them may be killed by systemd. Declare SystemdUnit(stopTimeout: 90s) (and reinstall the unit systemd-unit prints), or shorten ListenerBudgets.terminate."
+        )
+        // A daemon's listeners: their own budgets, or the daemon's.
+        let logging = DaemonLogging(
+            levelControl: LogLevelControl(),
+            logger: Logger(label: "t") { _ in SwiftLogNoOpLogHandler() },
+            destination: .syslogPrefixedStderr
+        )
+        let log = AsyncRecorder<String>()
+        var daemon = Daemon(
+            identifier: "jobs",
+            version: "0",
+            listeners: [
+                RecordingListener("queue", budgets: .init(terminate: .seconds(50)), log: log),
+                RecordingListener("configuration", log: log),
+            ],
+            logging: logging
+        )
+        // 50 s of its own, the daemon's default 10 s, the 1 s exit barrier.
+        #expect(SystemdUnit().stopTimeoutWarning(for: daemon)?.contains(" add up to 61s, ") == true)
+        daemon.budgets = ListenerBudgets(terminate: .seconds(20))
+        #expect(SystemdUnit().stopTimeoutWarning(for: daemon)?.contains(" add up to 71s, ") == true)
+        #expect(SystemdUnit(stopTimeout: .seconds(80)).stopTimeoutWarning(for: daemon) == nil)
+        daemon.budgets = ListenerBudgets(terminate: .seconds(5))
+        #expect(SystemdUnit().stopTimeoutWarning(for: daemon) == nil)
+        // The default budgets (10 s) of five listeners fit the default unit.
+        #expect(
+            SystemdUnit().stopTimeoutWarning(
+                terminateBudgets: Array(repeating: .seconds(10), count: 5),
+                exitBarrier: .seconds(1)
+            ) == nil
+        )
     }
 
     @Test func eachDeclarationAddsItsDirectiveInItsSection() throws {
