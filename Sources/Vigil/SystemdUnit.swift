@@ -54,7 +54,7 @@ public struct SystemdUnit: Sendable, Hashable {
     package var stopTimeout: Duration
 
     /// A unit with the given declarations; every one is off by default, and `TimeoutStopSec=` is
-    /// 60 s (``stopTimeout``).
+    /// 60 s (`stopTimeout:`).
     public init(
         description: String? = nil,
         documentation: [String] = [],
