@@ -158,7 +158,8 @@ sys.exit(1)'"
   # --- the deadline: a request that never completes is cut at the deadline handed over at stop ---
   directory=/tmp/stuck-$v
   in_sandbox mkdir -p "$directory"
-  in_sandbox python3 /tmp/client.py slow "$directory" stuck never > /dev/null 2>&1 &
+  # Bounded (the stop takes at most 10 s): a client left behind would keep the sandbox alive.
+  in_sandbox timeout 30 python3 /tmp/client.py slow "$directory" stuck never > /dev/null 2>&1 &
   local stuck=$! began ended
   wait_until 10 test -e "$root$directory/half-sent"
   began=$SECONDS
