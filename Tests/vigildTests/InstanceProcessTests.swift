@@ -36,9 +36,26 @@ import VigilTesting
     /// directory both checkpointed and the saved count went back.
     @Test func aSecondVigildOnTheSameDirectoriesExitsNamingTheFirstAndTouchesNothing() async throws {
         let socket = try FakeNotifySocket()
-        let (first, directory) = try await VigildBinary.start(socket: socket)
+        // No heartbeat: the live daemon's own heartbeat rewrites status.json every 5 s by default,
+        // and the test (7.5 s in a loaded CI run) then saw a change the second daemon did not make;
+        // nor periodic checkpoints.
+        let directory = VigildBinary.temporaryDirectory()
+        let configuration = directory + "/vigild.json"
+        TextFile.write(
+            configuration,
+            "{ \"heartbeat\": { \"interval\": 0 }, \"persistence\": { \"checkpointInterval\": 0 } }\n"
+        )
+        let (first, _) = try await VigildBinary.start(
+            socket: socket,
+            arguments: ["--config", configuration],
+            directory: directory
+        )
         let status = directory + "/run/status.json"
         let state = directory + "/state/state.json.running"
+        // The daemon writes "running" just after READY=1: the file settles then.
+        try await poll(until: "the live daemon's status.json says running") {
+            TextFile.read(status)?.contains("\"state\": \"running\"") == true
+        }
         let before = (Self.fingerprint(status), Self.fingerprint(state))
 
         for (name, runtime) in [("same", directory + "/run"), ("state-only", directory + "/other-run")] {
