@@ -139,8 +139,10 @@ package struct ReloadClient: Sendable {
         lockHolder: () -> Int32? = { nil },
         mainPID: String?
     ) throws(ControlClientError) -> Int32 {
+        // /proc/<pid>/stat of the recorded pid, read once: most reloads need nothing else.
+        let recordedPIDStarted = startTime(status.pid)
         let namespaced =
-            (requested.map { $0 != status.pid } ?? false) || startTime(status.pid) != status.processStartTime
+            (requested.map { $0 != status.pid } ?? false) || recordedPIDStarted != status.processStartTime
             ? StatusClient.namespacedDaemon(status, holder: lockHolder(), startTime: startTime) : nil
         let pid = namespaced ?? status.pid
         if let requested, requested != pid {
@@ -157,7 +159,7 @@ package struct ReloadClient: Sendable {
                 "\(file) does not record the daemon's start time (written by an older \(name)): restart the daemon, then reload"
             )
         }
-        guard let actual = startTime(pid) else {
+        guard let actual = pid == status.pid ? recordedPIDStarted : startTime(pid) else {
             guard kill(pid, 0) == 0 || errno == EPERM else {
                 throw ControlClientError("pid \(pid) named in \(file) is not running")
             }
