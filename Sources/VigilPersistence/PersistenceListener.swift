@@ -16,9 +16,10 @@ import VigilSystemd
 /// previous run crashed, was killed with `SIGKILL`, or lost power. That is logged at warning
 /// level with the unclean-shutdown `MESSAGE_ID`, and ``previousShutdownClean`` is `false`.
 ///
-/// The start's file work (the directory, the state file, the marker) runs on a helper thread
-/// with a deadline (`readTimeout`): a state directory on a hung file system fails the start
-/// with the path and "did not answer in 5 s" instead of wedging the daemon's thread.
+/// All of its file work runs on a helper thread with a deadline (`fileTimeout`): a state
+/// directory on a hung file system fails the start with the path and "did not answer in 5 s",
+/// and a checkpoint that does not finish in time fails its hook with the path, instead of
+/// wedging the daemon's thread.
 public final class PersistenceListener<Configuration: ValidatedConfiguration>: Listener, ShutdownHistory {
     /// `persistence`: listeners that keep state depend on it.
     public let name = "persistence"
@@ -31,9 +32,10 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
     /// Periodic checkpoints: keep their phase across reloads that do not change the interval.
     private let checkpoints = PeriodicTask()
     /// How long the file system may take for the start's file work (create the directory,
-    /// read the state file, write the marker) before the start fails: 5 s by default, and
-    /// never more than the listener's start budget less a tenth of it (at most 1 s).
-    package let readTimeout: Duration
+    /// read the state file, write the marker) before the start fails, and for a checkpoint on
+    /// `SIGUSR1` or a periodic one: 5 s by default, and never more than the hook's budget less a
+    /// tenth of it (at most 1 s). The final checkpoint at stop may take its whole budget so.
+    package let fileTimeout: Duration
 
     /// Creates the listener.
     ///
@@ -42,15 +44,15 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
     ///   - configurationListener: the name of the listener providing `Configuration`.
     ///   - checkpointInterval: how often to checkpoint from the configuration; zero means only
     ///     on `SIGUSR1` and at stop.
-    ///   - readTimeout: how long the start's file work may take; see `readTimeout`.
+    ///   - fileTimeout: how long the start's file work and a checkpoint may take; see `fileTimeout`.
     public init(
         path: String,
         configurationListener: String = "configuration",
-        readTimeout: Duration = .seconds(5),
+        fileTimeout: Duration = .seconds(5),
         checkpointInterval: @escaping @Sendable (Configuration) -> Duration
     ) {
         self.path = path
-        self.readTimeout = readTimeout
+        self.fileTimeout = fileTimeout
         self.dependencies = [configurationListener]
         self.interval = checkpointInterval
         self.marker = ShutdownMarker(path: path + ".running")
@@ -82,9 +84,40 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
         }
     }
 
+    /// What a hook with `budget` may give the file system: the budget less a tenth of it, at
+    /// most 1 s (the hook still has to say what happened in time).
+    private static func deadline(within budget: Duration) -> Duration {
+        budget - min(budget / 10, .seconds(1))
+    }
+
+    /// Writes a checkpoint on the helper thread and waits at most `deadline` for it: a state
+    /// directory on a slow or hung file system (an `fsync` behind gigabytes of someone else's
+    /// dirty pages, a hard NFS mount) delays this hook, never the daemon's thread, which goes on
+    /// answering signals and the watchdog. A write that misses its deadline goes on in the
+    /// background; the file holds the previous checkpoint or this one, never a mix.
+    private static func checkpoint(_ store: StateStore, force: Bool, deadline: Duration) async throws {
+        let outcome = await BlockingWorker.shared.run(deadline: deadline) {
+            Result { () throws -> Bool in try store.checkpoint(force: force) }
+        }
+        switch outcome {
+        case .finished(let result): _ = try result.get()
+        case .timedOut:
+            throw SystemError(
+                path: store.path,
+                operation: "write a checkpoint",
+                errno: ETIMEDOUT,
+                detail: "the file system did not finish in \(deadline.formatted) (a hung or overloaded mount?); "
+                    + "the write goes on in the background and the file keeps the previous checkpoint until it ends"
+            )
+        case .cancelled:
+            throw SystemError(path: store.path, operation: "write a checkpoint", errno: ECANCELED)
+        case .unavailable(let why):
+            throw SystemError(path: store.path, operation: "write a checkpoint", errno: EAGAIN, detail: why)
+        }
+    }
+
     public func start(context: ListenerContext) async throws {
-        let budget = context.budgets(for: name).start
-        let deadline = min(readTimeout, budget - min(budget / 10, .seconds(1)))
+        let deadline = min(fileTimeout, Self.deadline(within: context.budgets(for: name).start))
         let (path, marker) = (path, marker)
         let opened: Opened
         switch await BlockingWorker.shared.run(deadline: deadline, { Self.open(path: path, marker: marker) }) {
@@ -123,9 +156,10 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
         let configuration = try context.values.require(CurrentConfiguration<Configuration>.self)
         let logger = context.logger
         checkpoints.use(context.clock)
+        let writeTimeout = min(fileTimeout, Self.deadline(within: context.budgets(for: name).userSignal))
         checkpoints.schedule(every: interval(configuration)) {
             do {
-                try store.checkpoint()
+                try await Self.checkpoint(store, force: false, deadline: writeTimeout)
             } catch {
                 logger.error("Periodic checkpoint to \(store.path) failed: \(error)")
             }
@@ -139,7 +173,11 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
 
     public func userSignal(_ signal: ProcessSignal, context: ListenerContext) async throws {
         guard signal == .sigusr1, let store = self.store else { return }
-        try store.checkpoint(force: true)
+        try await Self.checkpoint(
+            store,
+            force: true,
+            deadline: min(fileTimeout, Self.deadline(within: context.budgets(for: name).userSignal))
+        )
         context.logger.info("Checkpoint written to \(path)", metadata: ["VIGIL_EVENT": "checkpoint"])
     }
 
@@ -147,7 +185,11 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
         await checkpoints.stop()
         guard let store else { return }
         do {
-            try store.checkpoint(force: true)
+            try await Self.checkpoint(
+                store,
+                force: true,
+                deadline: Self.deadline(within: context.budgets(for: name).terminate)
+            )
         } catch {
             // The marker stays: the next start reports this run as unclean, which it was.
             throw FinalCheckpointError(path: path, cause: error, lost: store.unsavedSummary)

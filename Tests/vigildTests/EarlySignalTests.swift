@@ -89,8 +89,15 @@ import VigilTesting
             }
             // The SIGUSR2 was queued before this SIGUSR1; the SIGUSR1's status report follows it.
             daemon.send(SIGUSR1)
-            try await socket.datagrams.wait("SIGUSR1 report (round \(round))") { datagrams in
-                datagrams.contains { $0.text.hasSuffix(" heartbeats") } || daemon.exitStatus != nil
+            do {
+                try await socket.datagrams.wait("SIGUSR1 report (round \(round))") { datagrams in
+                    datagrams.contains { $0.text.hasSuffix(" heartbeats") } || daemon.exitStatus != nil
+                }
+            } catch {
+                // What the daemon said is the only clue on a CI machine (once: a checkpoint's
+                // fsync on the daemon's thread, since moved to a helper thread).
+                Issue.record("round \(round): \(error)\ndaemon output:\n\(Self.output(directory))")
+                throw error
             }
             daemon.send(SIGTERM)
             #expect(try await daemon.waitForExit() == 0, "round \(round): \(Self.output(directory))")

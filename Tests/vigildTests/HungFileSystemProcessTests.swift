@@ -9,8 +9,8 @@ private struct HangFS {
     let control: String
     let server: DaemonProcess
 
-    /// Serves `source` at `directory/mnt`; returns once it is mounted.
-    init(serving source: String, in directory: String) async throws {
+    /// Serves `source` at `directory/mnt` (read-only unless `writable`); returns once it is mounted.
+    init(serving source: String, in directory: String, writable: Bool = false) async throws {
         mountpoint = directory + "/mnt"
         control = directory + "/control"
         mkdir(mountpoint, 0o755)
@@ -20,7 +20,7 @@ private struct HangFS {
         fixture += "../EndToEnd/hangfs.py"
         server = try DaemonProcess(
             executable: "/usr/bin/python3",
-            arguments: [fixture, mountpoint, source, control],
+            arguments: [fixture, mountpoint, source, control] + (writable ? ["--writable"] : []),
             outputPath: directory + "/hangfs.log"
         )
         let (control, log) = (control, directory + "/hangfs.log")
@@ -29,8 +29,11 @@ private struct HangFS {
         }
     }
 
-    /// From now on `operation` (open, read, getattr) on any file does not answer.
+    /// From now on `operation` (open, read, getattr, fsync) on any file does not answer.
     func hang(_ operation: String) { TextFile.write(control + "/hang-" + operation, "") }
+
+    /// `operation` answers again (a request hanging in it returns).
+    func answer(_ operation: String) { unlink(control + "/hang-" + operation) }
 
     /// Returns once a request for `operation` is hanging (a reader is inside the call).
     func awaitHung(_ operation: String) async throws {
@@ -40,7 +43,7 @@ private struct HangFS {
 
     /// Answers again, unmounts, and waits for the server to end.
     func remove() async throws {
-        for operation in ["open", "read", "getattr"] { unlink(control + "/hang-" + operation) }
+        for operation in ["open", "read", "getattr", "fsync"] { answer(operation) }
         umount2(mountpoint, Int32(MNT_DETACH))
         _ = try await server.waitForExit()
     }
@@ -149,6 +152,60 @@ private struct HangFS {
         // PersistenceListener opens state.json): either names the hung path.
         #expect(output.contains("\(fs.mountpoint)/state"), "\(output)")
         #expect(output.contains("did not answer in 5 s"), "\(output)")
+        try await fs.remove()
+    }
+
+    /// A checkpoint on `SIGUSR1` whose `fsync` does not return (CI once saw a `SIGUSR1` go
+    /// unanswered for 30 s while the machine was writing gigabytes): the checkpoint runs on a
+    /// helper thread with a 5 s deadline, so the daemon's thread goes on; the next listener
+    /// still answers the signal, the failure names the state file, and once the file system
+    /// answers again the daemon stops cleanly with its state saved.
+    @Test func aCheckpointWhoseFsyncHangsFailsInTimeAndTheDaemonGoesOn() async throws {
+        let directory = VigildBinary.temporaryDirectory()
+        let source = directory + "/source"
+        mkdir(source, 0o755)
+        mkdir(source + "/state", 0o700)
+        let fs = try await HangFS(serving: source, in: directory, writable: true)
+        let socket = try FakeNotifySocket()
+        let log = directory + "/output.log"
+        let daemon = try DaemonProcess(
+            executable: VigildBinary.path,
+            arguments: [
+                "run", "--state-directory", fs.mountpoint + "/state", "--runtime-directory", directory + "/run",
+            ],
+            environment: ["NOTIFY_SOCKET": socket.path],
+            outputPath: log
+        )
+        try await socket.datagrams.wait("READY=1 (\(log))") { datagrams in
+            datagrams.contains { $0.lines.contains("READY=1") } || daemon.exitStatus != nil
+        }
+        try #require(daemon.exitStatus == nil, "\(TextFile.read(log) ?? "")")
+        fs.hang("fsync")
+        let sent = MonotonicClock.microseconds()
+        daemon.send(SIGUSR1)
+        try await fs.awaitHung("fsync")
+        // While the fsync hangs, the loop still takes a reload (it waits behind the signal's
+        // hooks, as events do, not behind the file system for good).
+        daemon.send(SIGHUP)
+        let answered = try await socket.datagrams.wait("the SIGUSR1 status report (\(log))") { datagrams in
+            datagrams.contains { $0.text.hasSuffix(" heartbeats") } || daemon.exitStatus != nil
+        }
+        let report = try #require(answered.last { $0.text.hasSuffix(" heartbeats") })
+        let took = Double(report.receivedAt - sent) / 1_000_000
+        #expect(took >= 5 && took < 9, "the report came after \(took) s; the checkpoint's deadline is 5 s")
+        try await socket.datagrams.wait("READY=1 after the reload (\(log))") { datagrams in
+            datagrams.drop { !$0.lines.contains("RELOADING=1") }.contains { $0.lines.contains("READY=1") }
+        }
+        let output = TextFile.read(log) ?? ""
+        #expect(output.contains(fs.mountpoint + "/state/state.json"), "\(output)")
+        #expect(output.contains("did not finish in 5 s"), "\(output)")
+        #expect(!output.contains("Checkpoint written"), "\(output)")
+
+        // The file system answers again: the abandoned write ends, the stop's checkpoint is written.
+        fs.answer("fsync")
+        daemon.send(SIGTERM)
+        #expect(try await daemon.waitForExit(timeout: .seconds(15)) == 0, "\(TextFile.read(log) ?? "")")
+        #expect(TextFile.read(source + "/state/state.json.running") == nil, "the stop was clean")
         try await fs.remove()
     }
 }
