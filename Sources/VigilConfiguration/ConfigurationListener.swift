@@ -106,9 +106,18 @@ public final class ConfigurationListener<Configuration: ValidatedConfiguration>:
         }
     }
 
-    /// ``readFile(_:loader:)`` on the shared helper thread, within `budget`.
+    /// ``readFile(_:loader:)`` on the shared helper thread, within `budget`; in place when the
+    /// file is on a local file system reached without crossing a mount (`LocalFile`: nothing on
+    /// the way can hang, and the hop to the helper thread was most of a reload's round trip).
     private func readFile(budget: Duration) async -> FileRead {
         guard case .file(let path, _) = source else { return .embeddedDefault }
+        if let opened = LocalFile.open(path, flags: FileSystem.readFlags()) {
+            do {
+                return .bytes(path: path, try loader.read(opened: opened, path: path))
+            } catch {
+                return .failed(error)
+            }
+        }
         let deadline = min(readTimeout, budget - min(budget / 10, .seconds(1)))
         let (source, loader) = (source, loader)
         switch await BlockingWorker.shared.run(deadline: deadline, { Self.readFile(source, loader: loader) }) {

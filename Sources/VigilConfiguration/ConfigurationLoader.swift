@@ -31,6 +31,21 @@ package struct ConfigurationLoader<Configuration: ValidatedConfiguration>: Senda
         }
     }
 
+    /// The bytes of the configuration file open at `opened` (opened with
+    /// `FileSystem.readFlags()`); `path` names it in errors.
+    package func read(opened: consuming FileDescriptor, path: String) throws(ConfigurationError) -> [UInt8] {
+        do {
+            return try FileSystem.read(opened: opened, path: path, limit: FileSystem.configurationLimit)
+        } catch {
+            throw ConfigurationError(
+                file: path,
+                keyPath: "",
+                reason: "cannot read the file: \(error.reason)",
+                cause: error
+            )
+        }
+    }
+
     /// Decodes configuration text; `file` names it in errors.
     package func decode(_ bytes: [UInt8], file: String) throws(ConfigurationError) -> Configuration {
         let root = try ConfigurationText.parse(bytes, file: file)

@@ -24,8 +24,7 @@ package enum FileSystem {
         limit: Int = stateLimit,
         followSymlinks: Bool = true
     ) throws(SystemError) -> [UInt8] {
-        let flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (followSymlinks ? 0 : O_NOFOLLOW)
-        let opened = SystemCall.open(path, flags)
+        let opened = SystemCall.open(path, readFlags(followSymlinks: followSymlinks))
         guard opened >= 0 else {
             let code = errno
             if code == ELOOP && !followSymlinks && isSymbolicLink(path) {
@@ -38,8 +37,24 @@ package enum FileSystem {
             }
             throw SystemError(path: path, operation: "read", errno: code)
         }
-        let owned = FileDescriptor(opened)
-        let descriptor = owned.rawValue
+        return try read(opened: FileDescriptor(opened), path: path, limit: limit)
+    }
+
+    /// The flags ``read(_:limit:followSymlinks:)`` opens a file with (`O_NONBLOCK`: a FIFO with
+    /// no writer never blocks the open).
+    package static func readFlags(followSymlinks: Bool = true) -> Int32 {
+        O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (followSymlinks ? 0 : O_NOFOLLOW)
+    }
+
+    /// The whole regular file open at `opened` (opened with ``readFlags(followSymlinks:)``), at
+    /// most `limit` bytes; `path` names it in errors. What ``read(_:limit:followSymlinks:)`` does
+    /// once the file is open, for a caller that opened it another way.
+    package static func read(
+        opened: consuming FileDescriptor,
+        path: String,
+        limit: Int
+    ) throws(SystemError) -> [UInt8] {
+        let descriptor = opened.rawValue
         var info = stat()
         guard fstat(descriptor, &info) == 0 else { throw SystemError(path: path, operation: "read", errno: errno) }
         let kind = info.st_mode & S_IFMT

@@ -1,7 +1,6 @@
 import Logging
 import VigilLifecycle
 import VigilPlatform
-import VigilSystemd
 
 /// Logs every lifecycle record as one entry with its `MESSAGE_ID` and `VIGIL_*` fields, so that
 /// `journalctl MESSAGE_ID=…` and `journalctl VIGIL_EVENT=reload` find them.

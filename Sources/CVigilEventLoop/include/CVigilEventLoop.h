@@ -93,4 +93,14 @@ void cvigil_loop_unwatch_descriptor(int descriptor);
 /// there is no such process). Glibc before 2.36 has no wrapper, and Swift cannot call syscall().
 int cvigil_pidfd_open(int pid);
 
+/// Opens `path` with `flags` only when no call on the way can wait on a network or a user-space
+/// server: `openat2(2)` (Linux 5.6) with RESOLVE_NO_XDEV, so resolution never crosses into
+/// another mount (an NFS or FUSE mount, an automount point: EXDEV, before that file system is
+/// asked anything), and then `fstatfs` on the result must name a local file system (ext2/3/4,
+/// XFS, Btrfs, F2FS, tmpfs, ramfs). Returns the descriptor, or -errno: EXDEV when the path is on
+/// another mount than its start (the root for an absolute path) or on a file system not in that
+/// list, ENOSYS before Linux 5.6, or what the open failed with. On any failure the caller does
+/// the open the slow way (on a helper thread with a deadline), which reports errors as usual.
+int cvigil_open_local(const char *path, int flags);
+
 #endif
