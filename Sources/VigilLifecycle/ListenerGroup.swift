@@ -598,6 +598,9 @@ public final class ListenerGroup: Service {
         startedAt: Duration
     ) async -> [(listener: String, reason: String)] {
         core.send([.stopping, .status("Stopping (\(reason))…")])
+        // Usually the last notification: the exit's barrier is sent now and confirmed while
+        // the listeners stop (a later notification makes the exit send a new one).
+        core.notifier.prepareToSynchronize()
         core.observe(.stopping(reason))
         let context = self.context
         let order = Array(started.reversed())

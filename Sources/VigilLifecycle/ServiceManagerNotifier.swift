@@ -15,9 +15,16 @@ package protocol ServiceManagerNotifier: Sendable {
     /// - Returns: `true` when the service manager confirmed or there is nothing to wait for;
     ///   `false` when `timeout` passed first.
     func synchronize(timeout: Duration) throws -> Bool
+
+    /// Starts what ``synchronize(timeout:)`` will wait for, without waiting: called right after
+    /// `STOPPING=1`, so the service manager's answer overlaps the listeners' stop.
+    func prepareToSynchronize()
 }
 
 extension ServiceManagerNotifier {
+    /// Prepares nothing.
+    package func prepareToSynchronize() {}
+
     /// Waits for nothing: a notifier whose sends arrive when they return needs no barrier.
     package func synchronize(timeout: Duration) throws -> Bool { true }
 }

@@ -95,9 +95,17 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
     /// dirty pages, a hard NFS mount) delays this hook, never the daemon's thread, which goes on
     /// answering signals and the watchdog. A write that misses its deadline goes on in the
     /// background; the file holds the previous checkpoint or this one, never a mix.
-    private static func checkpoint(_ store: StateStore, force: Bool, deadline: Duration) async throws {
+    private static func checkpoint(
+        _ store: StateStore,
+        force: Bool,
+        deadline: Duration,
+        then: (@Sendable () throws -> Void)? = nil
+    ) async throws {
         let outcome = await BlockingWorker.shared.run(deadline: deadline) {
-            Result { () throws -> Bool in try store.checkpoint(force: force) }
+            Result { () throws in
+                try store.checkpoint(force: force)
+                try then?()
+            }
         }
         switch outcome {
         case .finished(let result): _ = try result.get()
@@ -184,18 +192,29 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
     public func terminate(reason: TerminationReason, context: ListenerContext) async throws {
         await checkpoints.stop()
         guard let store else { return }
+        let marker = self.marker
+        // The marker goes in the same call on the helper thread, after the checkpoint: its
+        // directory's fsync must not stall the daemon's thread either.
         do {
             try await Self.checkpoint(
                 store,
                 force: true,
                 deadline: Self.deadline(within: context.budgets(for: name).terminate)
-            )
+            ) { [marker] in
+                do { try marker.end() } catch { throw MarkerNotRemoved(cause: error) }
+            }
+        } catch let error as MarkerNotRemoved {
+            throw error.cause
         } catch {
             // The marker stays: the next start reports this run as unclean, which it was.
             throw FinalCheckpointError(path: path, cause: error, lost: store.unsavedSummary)
         }
-        try marker.end()
     }
+}
+
+/// The checkpoint at stop was written, but the unclean-shutdown marker could not be removed.
+private struct MarkerNotRemoved: Error {
+    let cause: any Error
 }
 
 /// The checkpoint at stop failed: what changed since the last successful checkpoint is lost.

@@ -128,6 +128,9 @@ extension SystemdNotifier: ServiceManagerNotifier {
 
     /// `SystemdNotifier.barrier(timeout:)`: `BARRIER=1`, then a bounded wait for systemd.
     package func synchronize(timeout: Duration) throws -> Bool { try barrier(timeout: timeout) }
+
+    /// ``SystemdNotifier/sendBarrierAhead()``.
+    package func prepareToSynchronize() { sendBarrierAhead() }
 }
 
 /// A failed system call, a notification that could not be sent among them, gives systemd its

@@ -96,7 +96,10 @@ public struct SystemdNotifier: Sendable {
             }
             duplicate = copy
         }
-        if let code = connection.send(text, passing: duplicate) {
+        let failed = connection.send(text, passing: duplicate)
+        // Counted once it is on its way (or failed), never before: see sendBarrierAhead().
+        Self.sent.add(1, ordering: .releasing)
+        if let code = failed {
             throw SystemError(
                 path: address,
                 operation: "send '\(text.prefix(40))' to the service manager's NOTIFY_SOCKET",
@@ -125,6 +128,14 @@ public struct SystemdNotifier: Sendable {
     /// - Throws: ``VigilPOSIX/SystemError`` when the socket pair cannot be made or the send fails.
     public func barrier(timeout: Duration) throws(SystemError) -> Bool {
         guard getenv("NOTIFY_SOCKET") != nil else { return true }
+        if let ahead = Self.ahead.withLock({ $0.take() }) {
+            defer { close(ahead.descriptor) }
+            // Sent ahead and nothing sent since: it stands for everything; systemd has
+            // usually confirmed it by now, so the wait costs a poll, not a round trip.
+            if ahead.sent == Self.sent.load(ordering: .acquiring) {
+                return Self.awaitHangUp(ahead.descriptor, timeout: timeout)
+            }
+        }
         var ends: [Int32] = [-1, -1]
         guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &ends) == 0 else {
             let code = errno
@@ -135,6 +146,41 @@ public struct SystemdNotifier: Sendable {
         guard try send("BARRIER=1", passing: ends[1], handingOver: true) else { return true }
         return Self.awaitHangUp(ends[0], timeout: timeout)
     }
+
+    /// Sends `BARRIER=1` now, without waiting, for a ``barrier(timeout:)`` to come: when
+    /// nothing else is sent in between, that call waits on this one, which systemd has most
+    /// likely handled meanwhile, instead of sending a new one and waiting for systemd's turn.
+    /// The mediator calls it right after `STOPPING=1` (usually the last notification), so the
+    /// service manager's round trip overlaps the listeners' stop instead of adding to it.
+    /// A failure is not reported here: the barrier at exit is then sent as usual.
+    package func sendBarrierAhead() {
+        guard getenv("NOTIFY_SOCKET") != nil else { return }
+        var ends: [Int32] = [-1, -1]
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &ends) == 0 else {
+            return
+        }
+        let before = Self.sent.load(ordering: .acquiring)
+        guard (try? send("BARRIER=1", passing: ends[1], handingOver: true)) == true else {
+            close(ends[0])
+            return
+        }
+        let after = Self.sent.load(ordering: .acquiring)
+        // Another thread's datagram between the two loads may have gone before or after the
+        // barrier: then it does not stand for everything, and the exit sends a new one.
+        let previous = Self.ahead.withLock { ahead in
+            defer { ahead = after == before &+ 1 ? (ends[0], after) : nil }
+            return ahead
+        }
+        if let previous { close(previous.descriptor) }
+        if after != before &+ 1 { close(ends[0]) }
+    }
+
+    /// The barrier sent ahead (this process's end of its socket pair) and the number of
+    /// datagrams sent up to and including it.
+    private static let ahead = Mutex<(descriptor: Int32, sent: UInt64)?>(nil)
+
+    /// Datagrams handed to the connection so far (sent or queued, in order).
+    private static let sent = Atomic<UInt64>(0)
 
     /// Polls `descriptor` until it reports `POLLHUP`, at most `timeout`; `true` when it did.
     private static func awaitHangUp(_ descriptor: Int32, timeout: Duration) -> Bool {

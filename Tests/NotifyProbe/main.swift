@@ -18,6 +18,7 @@
 //                    also reports "dropped=D"
 //   barrier=MS       BARRIER=1 with a wait of at most MS ms; reports "barrier=confirmed ms=M" or
 //                    "barrier=timed-out ms=M" (M: how long it waited), or "error errno=N: DESCRIPTION"
+//   barrier-ahead    sends BARRIER=1 without waiting (`sendBarrierAhead`); reports "ahead"
 //   credential=NAME  reads the credential NAME (`Credentials.readString`); reports
 //                    "credential NAME=TEXT" or "error code=C: MESSAGE"
 //   snapshot-store=NAME:TEXT   stores TEXT as snapshot NAME (`StoredSnapshot.store`); reports
@@ -125,6 +126,9 @@ for action in CommandLine.arguments.dropFirst() {
         } catch {
             report("error errno=\(error.errno): \(error)")
         }
+    case "barrier-ahead":
+        SystemdNotifier().sendBarrierAhead()
+        report("ahead")
     case "credential":
         do throws(SystemdError) {
             report("credential \(argument)=\(try Credentials.readString(argument))")

@@ -185,6 +185,46 @@ struct NotifyProbe {
         #expect(datagrams[2].passedDescriptors.count == 1)
     }
 
+    /// A barrier sent ahead (right after `STOPPING=1`) is the one the exit waits on when
+    /// nothing was sent since: one `BARRIER=1`, not two.
+    @Test func aBarrierSentAheadIsTheOneTheExitWaitsOn() async throws {
+        let fake = try FakeNotifySocket()
+        let reports = try await NotifyProbe.run(
+            ["send=STOPPING=1", "barrier-ahead", "barrier=10000"],
+            environment: ["NOTIFY_SOCKET": fake.path]
+        )
+        #expect(reports[2].hasPrefix("barrier=confirmed "), "\(reports)")
+        let datagrams = try await fake.datagrams.wait { $0.count == 2 }
+        #expect(datagrams.map(\.text) == ["STOPPING=1", "BARRIER=1"])
+        #expect(datagrams[1].passedDescriptors.count == 1)
+    }
+
+    /// A notification after the barrier sent ahead is not covered by it: the exit sends and
+    /// waits on a new one.
+    @Test func aNotificationAfterTheBarrierSentAheadGetsABarrierOfItsOwn() async throws {
+        let fake = try FakeNotifySocket()
+        let reports = try await NotifyProbe.run(
+            ["barrier-ahead", "send=STATUS=Stopped with errors", "barrier=10000"],
+            environment: ["NOTIFY_SOCKET": fake.path]
+        )
+        #expect(reports[2].hasPrefix("barrier=confirmed "), "\(reports)")
+        let datagrams = try await fake.datagrams.wait { $0.count == 3 }
+        #expect(datagrams.map(\.text) == ["BARRIER=1", "STATUS=Stopped with errors", "BARRIER=1"])
+    }
+
+    /// A barrier sent ahead that the manager never answers still bounds the exit's wait.
+    @Test func aBarrierSentAheadNobodyAnswersEndsAtItsBound() async throws {
+        let fake = try FakeNotifySocket(answersBarriers: false)
+        let reports = try await NotifyProbe.run(
+            ["barrier-ahead", "barrier=300"],
+            environment: ["NOTIFY_SOCKET": fake.path]
+        )
+        #expect(reports[1].hasPrefix("barrier=timed-out "), "\(reports)")
+        let milliseconds = try #require(Int(reports[1].split(separator: "=").last ?? ""), "\(reports)")
+        #expect(milliseconds >= 300, "\(reports)")
+        #expect(try await fake.datagrams.wait { $0.count == 1 }.map(\.text) == ["BARRIER=1"])
+    }
+
     /// A manager that never closes the barrier's descriptor costs the bound, then `false`.
     @Test func aBarrierNobodyAnswersEndsAtItsBound() async throws {
         let fake = try FakeNotifySocket(answersBarriers: false)
