@@ -111,6 +111,8 @@ public struct Daemon: Sendable {
         // Done already by VigilEarlySignals or the event loop; this is for a daemon with neither.
         EventLoopExecutor.openMissingStandardDescriptors()
         let failure = await runGroup(whenCreated: whenCreated)
+        // Stopped: the helper threads end while the barrier is confirmed, not during the exit.
+        BlockingWorker.shared.retireIdleThreads()
         synchronizeWithServiceManager()
         return failure
     }

@@ -132,6 +132,20 @@ package final class BlockingWorker: Sendable {
         }
     }
 
+    /// Ends the threads that wait for a call (not those stuck in one), without waiting for
+    /// them: a daemon calls it when it has stopped, so that they are gone by the time the
+    /// process exits instead of being woken on another CPU by the exit itself, which then waits
+    /// for them (the parent and systemd hear of the exit only once every thread has ended). A
+    /// later call starts a new thread.
+    package func retireIdleThreads() {
+        let idle = state.withLock { state -> [WorkerThread] in
+            defer { state.idle.removeAll() }
+            state.threads -= state.idle.count
+            return state.idle
+        }
+        for thread in idle { thread.hand { false } }
+    }
+
     /// A call returned in time: its thread waits for the next one.
     fileprivate func returned(_ thread: WorkerThread) {
         state.withLock { $0.idle.append(thread) }

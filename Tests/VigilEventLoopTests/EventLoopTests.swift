@@ -206,6 +206,37 @@ import VigilTesting
         #expect(worker.stuckThreads == 0)
     }
 
+    /// A stopped daemon retires the idle helper threads: the thread itself ends (so the exit
+    /// need not wake it on another CPU), a thread stuck in a call is left alone, and a later call
+    /// gets a new thread.
+    @Test func retiringEndsTheIdleThreadsOnly() async throws {
+        let worker = BlockingWorker(maximumThreads: 2)
+        // The calling thread's /proc/self/task entry (gettid is not in Swift's Glibc module).
+        @Sendable func task() -> String {
+            var buffer = [CChar](repeating: 0, count: 64)
+            let count = readlink("/proc/thread-self", &buffer, buffer.count - 1)
+            let link = count > 0 ? String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
+            return "/proc/self/task/" + (link.split(separator: "/").last.map(String.init) ?? "")
+        }
+        let first = await worker.run(deadline: .seconds(10)) { task() }
+        guard case .finished(let tid) = first else {
+            Issue.record("the call did not finish: \(describe(first))")
+            return
+        }
+        #expect(worker.threadCount == 1)
+        #expect(access(tid, F_OK) == 0, "the helper thread \(tid) runs before it is retired")
+        worker.retireIdleThreads()
+        #expect(worker.threadCount == 0)
+        try await poll(until: "helper thread \(tid) ends") { access(tid, F_OK) != 0 }
+        let second = await worker.run(deadline: .seconds(10)) { task() }
+        guard case .finished(let next) = second else {
+            Issue.record("the call after retiring did not finish: \(describe(second))")
+            return
+        }
+        #expect(next != tid)
+        #expect(worker.threadCount == 1)
+    }
+
     /// Without the event loop (this test runner's default executor) the deadline is a sleeping
     /// task; a cancelled caller hears so at once; the one thread, stuck, refuses the next call.
     @Test func theHelperThreadKeepsItsDeadlineOnTheDefaultExecutor() async throws {
