@@ -27,7 +27,7 @@ public final class DaemonProcess: Sendable {
     /// `waitpid`, and this object reaps the child when it goes.
     ///
     /// - Parameters:
-    ///   - executable: the program's path.
+    ///   - executable: the program's path (a name without `/` is looked up in `PATH`).
     ///   - arguments: its arguments, without the program's name.
     ///   - environment: added to this process's environment, or the whole environment when
     ///     `inheritEnvironment` is `false`.
@@ -51,13 +51,10 @@ public final class DaemonProcess: Sendable {
         ownProcessGroup: Bool = false
     ) throws {
         var merged: [String: String] = [:]
-        var entry = environ
-        while inheritEnvironment, let pointer = entry.pointee {
-            let text = String(cString: pointer)
+        for text in inheritEnvironment ? ChildProcess.currentEnvironment() : [] {
             if let equals = text.firstIndex(of: "=") {
                 merged[String(text[..<equals])] = String(text[text.index(after: equals)...])
             }
-            entry += 1
         }
         for (key, value) in environment { merged[key] = value }
         var program = executable
@@ -84,12 +81,6 @@ public final class DaemonProcess: Sendable {
             }
             copies.append(copy)
         }
-        let argv = argumentList.map { strdup($0) } + [nil]
-        let envp = merged.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer {
-            for pointer in argv { free(pointer) }
-            for pointer in envp { free(pointer) }
-        }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -101,19 +92,13 @@ public final class DaemonProcess: Sendable {
             posix_spawn_file_actions_adddup2(&actions, copy, Int32(3 + index))
         }
         // A child starts with default signal dispositions and an empty mask, whatever the runner has.
-        var child: pid_t = 0
-        let result = ChildProcess.withCleanSignalState { attributes in
-            if ownProcessGroup {
-                var flags: Int16 = 0
-                posix_spawnattr_getflags(&attributes, &flags)
-                posix_spawnattr_setflags(&attributes, flags | Int16(POSIX_SPAWN_SETPGROUP))
-                posix_spawnattr_setpgroup(&attributes, 0)
-            }
-            return posix_spawn(&child, program, &actions, &attributes, argv, envp)
-        }
-        guard result == 0 else {
-            throw SystemCallError("posix_spawn \(executable)", result)
-        }
+        let child = try ChildProcess.spawn(
+            program,
+            argv: argumentList,
+            environment: merged.map { "\($0.key)=\($0.value)" },
+            inOwnProcessGroup: ownProcessGroup,
+            fileActions: &actions
+        )
         pid = child
         let spawned = child
         let exit = self.exit
