@@ -30,7 +30,8 @@ public struct ListenerGroupError: Error, Hashable, CustomStringConvertible {
 
     /// The kind of error.
     public let code: Code
-    /// What happened and what to do, in full sentences.
+    /// What happened and what to do, in full sentences; from a listener's hook (a
+    /// ``ServiceListener``'s part), what completes "'<listener>' …" in the group's report.
     public let message: String
     /// The listener or step at fault, when there is one.
     public let listener: String?

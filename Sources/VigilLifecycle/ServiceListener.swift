@@ -225,9 +225,10 @@ public final class ServiceListener: Listener {
         case .ended(let error):
             await task.value
             if let error { throw error }
-            throw ServiceListenerError(
-                .endedBeforeReady,
-                "ended before it was ready (it returned without calling ready())"
+            throw ListenerGroupError(
+                .startFailed,
+                "ended before it was ready (it returned without calling ready())",
+                listener: name
             )
         case .cancelled:
             // The start budget ran out: the mediator abandons this hook; do not leave the part behind.
@@ -323,44 +324,14 @@ public final class ServiceListener: Listener {
             if case .stopping(_, let error) = state { return error }
             return nil
         }
-        if let endedEarly { throw ServiceListenerError(.endedWhileRunning, endedEarly) }
+        if let endedEarly { throw ListenerGroupError(.stopFailed, endedEarly, listener: name) }
         guard ended else {
-            throw ServiceListenerError(
-                .cancelled,
-                "did not shut down gracefully within \(grace.formatted) (its terminate budget is \(budget.formatted)); it was cancelled"
+            throw ListenerGroupError(
+                .stopFailed,
+                "did not shut down gracefully within \(grace.formatted) (its terminate budget is \(budget.formatted)); it was cancelled",
+                listener: name
             )
         }
         if let stopError, !(stopError is CancellationError) { throw stopError }
     }
-}
-
-/// Why a ``ServiceListener``'s part failed.
-package struct ServiceListenerError: Error, Hashable, CustomStringConvertible {
-    /// What went wrong, as an opaque code to compare against.
-    package struct Code: Hashable, Sendable, CustomStringConvertible {
-        private enum Wrapped: Hashable, Sendable { case endedBeforeReady, endedWhileRunning, cancelled }
-        private let wrapped: Wrapped
-        private init(_ wrapped: Wrapped) { self.wrapped = wrapped }
-
-        /// The part returned before it called its ``ReadySignal``.
-        package static let endedBeforeReady = Self(.endedBeforeReady)
-        /// The part returned or threw while the daemon was running.
-        package static let endedWhileRunning = Self(.endedWhileRunning)
-        /// The part did not end within its graceful-shutdown time and was cancelled.
-        package static let cancelled = Self(.cancelled)
-
-        package var description: String { String(describing: wrapped) }
-    }
-
-    /// The kind of failure.
-    package let code: Code
-    /// What happened, completing "'<listener>' …".
-    package let message: String
-
-    init(_ code: Code, _ message: String) {
-        self.code = code
-        self.message = message
-    }
-
-    package var description: String { message }
 }

@@ -96,8 +96,33 @@ public struct ChildProcess: Sendable, Hashable {
                 serviceManagerVariables.contains(String(entry.prefix { $0 != "=" }))
             }
         }
-        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-        let envp = entries.map { strdup($0) } + [nil]
+        return ChildProcess(
+            pid: try spawn(
+                executable,
+                argv: [executable] + arguments,
+                environment: entries,
+                inOwnProcessGroup: inOwnProcessGroup
+            )
+        )
+    }
+
+    /// The one `posix_spawn` of the package: ``spawn(_:arguments:environment:passingServiceManagerVariables:inOwnProcessGroup:)``
+    /// and VigilTesting's `DaemonProcess` start their children here. Starts `program` (looked up
+    /// in `PATH` when it holds no `/`) with `argv` (its `argv[0]` included) and `environment`
+    /// (`NAME=value` entries) as they are, with a clean signal state (``withCleanSignalState(_:)``),
+    /// with `inOwnProcessGroup` as the leader of a new process group, and with `fileActions`
+    /// (`nil`: none) applied in the child; returns its pid.
+    ///
+    /// - Throws: ``SystemError`` naming `program`, with `posix_spawn`'s error.
+    package static func spawn(
+        _ program: String,
+        argv: [String],
+        environment: [String],
+        inOwnProcessGroup: Bool,
+        fileActions: UnsafePointer<posix_spawn_file_actions_t>? = nil
+    ) throws(SystemError) -> pid_t {
+        let argv = argv.map { strdup($0) } + [nil]
+        let envp = environment.map { strdup($0) } + [nil]
         defer {
             for pointer in argv { free(pointer) }
             for pointer in envp { free(pointer) }
@@ -111,13 +136,13 @@ public struct ChildProcess: Sendable, Hashable {
             }
             var child: pid_t = 0
             let result =
-                executable.contains("/")
-                ? posix_spawn(&child, executable, nil, &attributes, argv, envp)
-                : posix_spawnp(&child, executable, nil, &attributes, argv, envp)
+                program.contains("/")
+                ? posix_spawn(&child, program, fileActions, &attributes, argv, envp)
+                : posix_spawnp(&child, program, fileActions, &attributes, argv, envp)
             return result == 0 ? child : -result
         }
-        guard result > 0 else { throw SystemError(path: executable, operation: "start", errno: -result) }
-        return ChildProcess(pid: result)
+        guard result > 0 else { throw SystemError(path: program, operation: "start", errno: -result) }
+        return result
     }
 
     /// Calls `body` with `posix_spawn` attributes that give the child default dispositions for
@@ -214,7 +239,8 @@ public struct ChildProcess: Sendable, Hashable {
         #endif
     }
 
-    private static func currentEnvironment() -> [String] {
+    /// This process's environment, as `NAME=value` entries.
+    package static func currentEnvironment() -> [String] {
         var entries: [String] = []
         var cursor = environ
         while let entry = cursor.pointee {

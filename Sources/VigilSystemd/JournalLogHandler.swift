@@ -12,20 +12,13 @@ import VigilPlatform
 /// When journald cannot take an entry (frozen, or its queue full) the entry is dropped and
 /// counted, and a later entry reports the count (see `JournalSocket`); logging never stalls
 /// the caller. When journald is not there at all, the entry goes to stderr instead.
-public struct JournalLogHandler: LogHandler {
+public struct JournalLogHandler: LevelControlledLogHandler {
     public var metadata: Logger.Metadata = [:]
     public var metadataProvider: Logger.MetadataProvider?
-
-    /// The level comes from the shared ``LogLevelControl``; setting it changes every handler
-    /// that shares the control.
-    public var logLevel: Logger.Level {
-        get { levelControl.level }
-        set { levelControl.level = newValue }
-    }
+    package let levelControl: LogLevelControl
 
     private let label: String
     private let identifier: String
-    private let levelControl: LogLevelControl
     private let socket: JournalSocket
 
     /// Creates a handler.
@@ -65,18 +58,13 @@ public struct JournalLogHandler: LogHandler {
         self.socket = socket
     }
 
-    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
     public func log(event: LogEvent) {
         var entry = JournalEntry.Buffer()
         JournalEntry.build(
             event: event,
             label: label,
             identifier: identifier,
-            metadata: LogMetadata.merged(handler: metadata, provider: metadataProvider, explicit: event.metadata),
+            metadata: entryMetadata(event),
             into: &entry
         )
         let identifier = self.identifier

@@ -10,7 +10,7 @@ import VigilPlatform
 ///   an entry stays one line and cannot forge another priority.
 /// - ``Format/terminal(colors:)``: for a person: `2026-11-21 19:45:30.123 info vigild: message
 ///   key=value`, the level coloured when `colors` is on.
-public struct StderrLogHandler: LogHandler {
+public struct StderrLogHandler: LevelControlledLogHandler {
     /// How lines look.
     public enum Format: Sendable, Hashable {
         /// `<N>` priority prefix, no time (the journal adds it).
@@ -21,16 +21,10 @@ public struct StderrLogHandler: LogHandler {
 
     public var metadata: Logger.Metadata = [:]
     public var metadataProvider: Logger.MetadataProvider?
-
-    /// The level comes from the shared ``LogLevelControl``.
-    public var logLevel: Logger.Level {
-        get { levelControl.level }
-        set { levelControl.level = newValue }
-    }
+    package let levelControl: LogLevelControl
 
     private let label: String
     private let format: Format
-    private let levelControl: LogLevelControl
 
     /// Creates a handler writing `format` lines for the logger `label`.
     public init(
@@ -45,11 +39,6 @@ public struct StderrLogHandler: LogHandler {
         self.metadataProvider = metadataProvider
     }
 
-    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
     public func log(event: LogEvent) {
         var line = EscapedLine()
         line.entry(
@@ -57,7 +46,7 @@ public struct StderrLogHandler: LogHandler {
             label: label,
             level: event.level,
             message: event.message.description,
-            metadata: LogMetadata.merged(handler: metadata, provider: metadataProvider, explicit: event.metadata),
+            metadata: entryMetadata(event),
             error: event.error,
             time: nil
         )

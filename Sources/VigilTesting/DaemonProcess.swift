@@ -22,62 +22,12 @@ public final class DaemonProcess: Sendable {
     /// (or exactly `environment` when `inheritEnvironment` is `false`), and stdout/stderr sent
     /// to `outputPath` (or inherited).
     ///
-    /// - Parameters:
-    ///   - executable: the program's path.
-    ///   - arguments: its arguments, without the program's name.
-    ///   - environment: added to this process's environment, or the whole environment when
-    ///     `inheritEnvironment` is `false`.
-    ///   - inheritEnvironment: whether the child starts from this process's environment.
-    ///   - outputPath: stdout and stderr are appended there; inherited when `nil`.
-    ///   - listenFileDescriptors: passed as systemd's socket activation passes them; see
-    ///     ``spawn(executable:arguments:environment:inheritEnvironment:outputPath:listenFileDescriptors:ownProcessGroup:)``.
-    ///   - ownProcessGroup: starts the child in a process group of its own, so that a `kill 0`
-    ///     in it (a script's `kill` of an empty or zero pid) reaches its group, not the test
-    ///     runner's.
-    public init(
-        executable: String,
-        arguments: [String] = [],
-        environment: [String: String] = [:],
-        inheritEnvironment: Bool = true,
-        outputPath: String? = nil,
-        listenFileDescriptors: [ListenedFileDescriptor] = [],
-        ownProcessGroup: Bool = false
-    ) throws {
-        let child = try Self.spawn(
-            executable: executable,
-            arguments: arguments,
-            environment: environment,
-            inheritEnvironment: inheritEnvironment,
-            outputPath: outputPath,
-            listenFileDescriptors: listenFileDescriptors,
-            ownProcessGroup: ownProcessGroup
-        )
-        pid = child
-        let spawned = child
-        let exit = self.exit
-        let zombie = self.zombie
-        // The exit is observed without reaping (WNOWAIT): the child stays a zombie, its pid
-        // taken, until this object goes. Reaped at once, its pid could be given to a new process
-        // or thread (pid_max is 32768 here) — one of this test runner's own threads, say — and
-        // a `send` after the exit would signal that (a SIGUSR1 once killed the runner so).
-        DetachedThread.run {
-            var info = siginfo_t()
-            let result = SystemCall.retrying32(.waitid, .unspecified) {
-                waitid(P_PID, id_t(spawned), &info, WEXITED | WNOWAIT)
-            }
-            // A caller that reaps the child itself (waitpid on `pid`) leaves no zombie to reap.
-            if result == 0 { zombie.value.withLock { $0 = true } }
-            let status = info._sifields._sigchld.si_status
-            let code: Int32 = info.si_code == CLD_EXITED ? status & 0xff : 128 + status
-            exit.append(code)
-        }
-    }
-
-    /// Spawns `executable` and returns its pid, for callers that wait for it themselves (the
-    /// benchmarks time `waitpid` directly).
+    /// The exit is observed without reaping it (`waitid` with `WNOWAIT`, on a thread of its
+    /// own): a caller that times the exit itself (the benchmarks) waits so too, never with
+    /// `waitpid`, and this object reaps the child when it goes.
     ///
     /// - Parameters:
-    ///   - executable: the program's path.
+    ///   - executable: the program's path (a name without `/` is looked up in `PATH`).
     ///   - arguments: its arguments, without the program's name.
     ///   - environment: added to this process's environment, or the whole environment when
     ///     `inheritEnvironment` is `false`.
@@ -88,9 +38,10 @@ public final class DaemonProcess: Sendable {
     ///     names) and `LISTEN_PID` set to the child's own pid. For that, the child is started
     ///     through `/bin/sh -c 'export LISTEN_PID=$$; exec "$0" "$@"'`, which keeps the pid
     ///     across `exec`. This process keeps its own copies.
-    ///   - ownProcessGroup: the child leads a new process group (its pid), so that a signal to
-    ///     its group, or from it to `kill 0`, stays there.
-    public static func spawn(
+    ///   - ownProcessGroup: starts the child in a process group of its own (its pid), so that a
+    ///     `kill 0` in it (a script's `kill` of an empty or zero pid) reaches its group, not the
+    ///     test runner's.
+    public init(
         executable: String,
         arguments: [String] = [],
         environment: [String: String] = [:],
@@ -98,15 +49,12 @@ public final class DaemonProcess: Sendable {
         outputPath: String? = nil,
         listenFileDescriptors: [ListenedFileDescriptor] = [],
         ownProcessGroup: Bool = false
-    ) throws -> pid_t {
+    ) throws {
         var merged: [String: String] = [:]
-        var entry = environ
-        while inheritEnvironment, let pointer = entry.pointee {
-            let text = String(cString: pointer)
+        for text in inheritEnvironment ? ChildProcess.currentEnvironment() : [] {
             if let equals = text.firstIndex(of: "=") {
                 merged[String(text[..<equals])] = String(text[text.index(after: equals)...])
             }
-            entry += 1
         }
         for (key, value) in environment { merged[key] = value }
         var program = executable
@@ -133,12 +81,6 @@ public final class DaemonProcess: Sendable {
             }
             copies.append(copy)
         }
-        let argv = argumentList.map { strdup($0) } + [nil]
-        let envp = merged.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer {
-            for pointer in argv { free(pointer) }
-            for pointer in envp { free(pointer) }
-        }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -150,20 +92,32 @@ public final class DaemonProcess: Sendable {
             posix_spawn_file_actions_adddup2(&actions, copy, Int32(3 + index))
         }
         // A child starts with default signal dispositions and an empty mask, whatever the runner has.
-        var child: pid_t = 0
-        let result = ChildProcess.withCleanSignalState { attributes in
-            if ownProcessGroup {
-                var flags: Int16 = 0
-                posix_spawnattr_getflags(&attributes, &flags)
-                posix_spawnattr_setflags(&attributes, flags | Int16(POSIX_SPAWN_SETPGROUP))
-                posix_spawnattr_setpgroup(&attributes, 0)
+        let child = try ChildProcess.spawn(
+            program,
+            argv: argumentList,
+            environment: merged.map { "\($0.key)=\($0.value)" },
+            inOwnProcessGroup: ownProcessGroup,
+            fileActions: &actions
+        )
+        pid = child
+        let spawned = child
+        let exit = self.exit
+        let zombie = self.zombie
+        // The exit is observed without reaping (WNOWAIT): the child stays a zombie, its pid
+        // taken, until this object goes. Reaped at once, its pid could be given to a new process
+        // or thread (pid_max is 32768 here) — one of this test runner's own threads, say — and
+        // a `send` after the exit would signal that (a SIGUSR1 once killed the runner so).
+        DetachedThread.run {
+            var info = siginfo_t()
+            let result = SystemCall.retrying32(.waitid, .unspecified) {
+                waitid(P_PID, id_t(spawned), &info, WEXITED | WNOWAIT)
             }
-            return posix_spawn(&child, program, &actions, &attributes, argv, envp)
+            // A caller that reaps the child itself (waitpid on `pid`) leaves no zombie to reap.
+            if result == 0 { zombie.value.withLock { $0 = true } }
+            let status = info._sifields._sigchld.si_status
+            let code: Int32 = info.si_code == CLD_EXITED ? status & 0xff : 128 + status
+            exit.append(code)
         }
-        guard result == 0 else {
-            throw SystemCallError("posix_spawn \(executable)", result)
-        }
-        return child
     }
 
     /// Sends `signal` to the child (to its zombie, harmlessly, once it exited: its pid is not

@@ -31,13 +31,13 @@ import VigilTesting
 
     @Test func everyMessageIDHasAnEntryWithSubjectDefinedByAndDocumentation() throws {
         let entries = try Self.entries()
-        #expect(Set(entries.keys) == Set(LifecycleMessageID.all.map(\.id.rawValue)))
-        for (name, id) in LifecycleMessageID.all {
+        #expect(Set(entries.keys) == Set(LifecycleMessageID.allCases.map(\.rawValue)))
+        for id in LifecycleMessageID.allCases {
             let entry = entries[id.rawValue] ?? ""
-            #expect(entry.hasPrefix("Subject: "), "\(name): no Subject")
-            #expect(entry.contains("\nDefined-By: vigil\n"), "\(name): no Defined-By")
-            #expect(entry.contains("\nDocumentation: man:@SYSLOG_IDENTIFIER@(8)"), "\(name): no Documentation")
-            #expect(entry.split(separator: "\n").count >= 5, "\(name): says too little")
+            #expect(entry.hasPrefix("Subject: "), "\(id): no Subject")
+            #expect(entry.contains("\nDefined-By: vigil\n"), "\(id): no Defined-By")
+            #expect(entry.contains("\nDocumentation: man:@SYSLOG_IDENTIFIER@(8)"), "\(id): no Documentation")
+            #expect(entry.split(separator: "\n").count >= 5, "\(id): says too little")
         }
     }
 
@@ -56,8 +56,8 @@ import VigilTesting
         let process = try DaemonProcess(executable: "/bin/sh", arguments: ["-c", script], outputPath: root + "/out")
         #expect(try await process.waitForExit() == 0)
         let listed = TextFile.read(root + "/out") ?? ""
-        for (name, id) in LifecycleMessageID.all {
-            #expect(listed.contains("\(id.rawValue) vigil: "), "\(name) not listed:\n\(listed)")
+        for id in LifecycleMessageID.allCases {
+            #expect(listed.contains("\(id.rawValue) vigil: "), "\(id) not listed:\n\(listed)")
         }
     }
 }

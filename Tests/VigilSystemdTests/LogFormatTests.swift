@@ -100,7 +100,7 @@ import VigilSystemd
 
 @Suite struct MessageIDTests {
     @Test func idsAreDistinct128BitHex() {
-        let ids = LifecycleMessageID.all.map(\.id.rawValue)
+        let ids = LifecycleMessageID.allCases.map(\.rawValue)
         #expect(Set(ids).count == ids.count)
         #expect(ids.allSatisfy { $0.count == 32 && $0.allSatisfy(\.isHexDigit) && $0 == $0.lowercased() })
     }

@@ -94,6 +94,18 @@ import VigilTesting
         #expect(try await killed.waitForExit() == 128 + SIGKILL)
     }
 
+    /// A name without `/` is looked up in `PATH` (ChildProcess's spawn), and the environment
+    /// given replaces this process's when `inheritEnvironment` is `false`.
+    @Test func aChildNamedWithoutASlashIsFoundInPATH() async throws {
+        let child = try DaemonProcess(
+            executable: "sh",
+            arguments: ["-c", #"[ "$PATH" = /usr/bin:/bin ] && [ -z "$HOME" ] && exit 4"#],
+            environment: ["PATH": "/usr/bin:/bin"],
+            inheritEnvironment: false
+        )
+        #expect(try await child.waitForExit() == 4)
+    }
+
     /// A script's `kill -s SIG 0` (a pid read as 0 from a unit that is not running) signals its
     /// process group: in a group of its own, that is the script's alone. Before, the end-to-end
     /// suite shared the runner's group, and such a kill ended `swift test` with SIGUSR1 and

@@ -140,7 +140,7 @@ final class NotifySocket {
         }
     }
 
-    /// Runs `body` (a stop: SIGTERM, then `waitpid`) while a thread reads and discards what the
+    /// Runs `body` (a stop: SIGTERM, then a wait for the exit) while a thread reads and discards what the
     /// daemon sends, as systemd does while a unit stops: a daemon that waits for its exit's
     /// `BARRIER=1` to be confirmed (vigild) hears the hang-up when the datagram is read (`recv`
     /// without room for control messages closes the descriptor it carries). The thread sleeps in
@@ -316,8 +316,8 @@ struct ProcessBenchmarks {
         tag: String,
         socket: NotifySocket,
         watchdogMicroseconds: UInt64? = nil
-    ) throws -> pid_t {
-        try DaemonProcess.spawn(
+    ) throws -> DaemonProcess {
+        try DaemonProcess(
             executable: daemon.executable,
             arguments: arguments(daemon, tag: tag),
             environment: environment(socket: socket, watchdogMicroseconds: watchdogMicroseconds),
@@ -326,21 +326,31 @@ struct ProcessBenchmarks {
         )
     }
 
+    /// Blocks until `pid` has exited and returns its status (128 + n when signal n killed it),
+    /// without reaping it: its `DaemonProcess` reaps it when it goes (a `waitpid` here could
+    /// race the test kit's own reaping of the same pid, given to the next daemon by then).
+    private static func awaitExit(_ pid: pid_t) -> Int32 {
+        var info = siginfo_t()
+        while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR {}
+        let status = info._sifields._sigchld.si_status
+        return info.si_code == CLD_EXITED ? status & 0xff : 128 + status
+    }
+
     /// exec → READY=1, reloads (signal → RELOADING=1 → READY=1), RSS, SIGTERM → exit.
     func cycle(_ daemon: MeasuredDaemon, tag: String) throws -> CycleSample {
         let socket = try NotifySocket(path: "\(workDirectory)/\(tag).notify")
         let began = Monotonic.now()
-        let pid = try spawn(daemon, tag: tag, socket: socket)
-        var exited = false
-        defer { if !exited { kill(pid, SIGKILL) } }
+        // Used up to the stop (`process.pid`), so that it is not released early: when it goes, it
+        // kills the daemon if it still runs, and reaps it.
+        let process = try spawn(daemon, tag: tag, socket: socket)
         let ready = try socket.await("READY=1", from: daemon.name).sent
-        let memory = Memory(pid: pid)
+        let memory = Memory(pid: process.pid)
         var reloads: [UInt64] = []
         var reloadsSeen: [UInt64] = []
         for _ in 0..<reloadsPerCycle {
             socket.pause(nanoseconds: reloadGapNanoseconds)
             let sent = Monotonic.now()
-            kill(pid, SIGHUP)
+            kill(process.pid, SIGHUP)
             _ = try socket.await("RELOADING=1", from: daemon.name)
             let answer = try socket.await("READY=1", from: daemon.name)
             reloads.append(answer.sent - sent)
@@ -353,7 +363,7 @@ struct ProcessBenchmarks {
             socket.pause(nanoseconds: reloadGapNanoseconds)
             try rewriteConfiguration(configurationVersions[index % configurationVersions.count])
             let sent = Monotonic.now()
-            kill(pid, SIGHUP)
+            kill(process.pid, SIGHUP)
             _ = try socket.await("RELOADING=1", from: daemon.name)
             editedReloads.append(try socket.await("READY=1", from: daemon.name).sent - sent)
         }
@@ -362,13 +372,12 @@ struct ProcessBenchmarks {
         var status: Int32 = 0
         let (stopSent, stopped) = try socket.draining { () -> (UInt64, UInt64) in
             let sent = Monotonic.now()
-            kill(pid, SIGTERM)
-            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            kill(process.pid, SIGTERM)
+            status = Self.awaitExit(process.pid)
             return (sent, Monotonic.now())
         }
-        exited = true
         guard status == 0 else {
-            throw BenchmarkError("\(daemon.name) exited with wait status \(status); see \(workDirectory)/\(tag).log")
+            throw BenchmarkError("\(daemon.name) exited with status \(status); see \(workDirectory)/\(tag).log")
         }
         return CycleSample(
             start: ready - began,
@@ -389,22 +398,21 @@ struct ProcessBenchmarks {
         wakeups: Double, pings: Double, threads: Int
     ) {
         let socket = try NotifySocket(path: "\(workDirectory)/\(tag).notify")
-        let pid = try spawn(daemon, tag: tag, socket: socket, watchdogMicroseconds: watchdogMicroseconds)
+        let process = try spawn(daemon, tag: tag, socket: socket, watchdogMicroseconds: watchdogMicroseconds)
         defer {
             _ = try? socket.draining {
-                kill(pid, SIGTERM)
-                var status: Int32 = 0
-                while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+                kill(process.pid, SIGTERM)
+                _ = Self.awaitExit(process.pid)
             }
         }
         _ = try socket.await("READY=1", from: daemon.name)
         // Let start-up settle (threads that finish their first work go to sleep).
         _ = socket.count("WATCHDOG=1", untilNanoseconds: Monotonic.now() + 500_000_000)
-        let before = ProcFile.voluntarySwitches(pid: pid)
+        let before = ProcFile.voluntarySwitches(pid: process.pid)
         let began = Monotonic.now()
         let pings = socket.count("WATCHDOG=1", untilNanoseconds: began + UInt64(idleSeconds) * 1_000_000_000)
         let seconds = Double(Monotonic.now() - began) / 1e9
-        let after = ProcFile.voluntarySwitches(pid: pid)
-        return (Double(after - before) / seconds, Double(pings) / seconds, ProcFile.threads(pid: pid))
+        let after = ProcFile.voluntarySwitches(pid: process.pid)
+        return (Double(after - before) / seconds, Double(pings) / seconds, ProcFile.threads(pid: process.pid))
     }
 }
