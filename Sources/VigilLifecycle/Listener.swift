@@ -52,6 +52,12 @@ public protocol Listener: Sendable {
     /// Answers the watchdog's health probe. Throw (or hang) when the listener is wedged, and
     /// no watchdog ping is sent.
     func checkHealth(context: ListenerContext) async throws
+
+    /// What knows whether the daemon's previous run stopped cleanly (``ShutdownHistory``), for
+    /// `status.json`'s `previousShutdownClean`. Defaults to the listener itself when it
+    /// conforms to ``ShutdownHistory`` (declare that conformance in the listener's own module),
+    /// else `nil`.
+    var shutdownHistory: (any ShutdownHistory)? { get }
 }
 
 extension Listener {

@@ -440,6 +440,30 @@ import VigilTesting
         #expect(throws: JSONValueEncoder.Failure.self) { try JSONValueEncoder.encode([Float.infinity]) }
     }
 
+    /// Every integer type is a JSON number with all its digits, its extremes included (each is
+    /// named in the encoder, no longer found through a cast to `any FixedWidthInteger`).
+    @Test func everyIntegerTypeIsANumber() throws {
+        struct Integers: Encodable {
+            var int = Int.min
+            var int8 = Int8.min
+            var int16 = Int16.max
+            var int32 = Int32.min
+            var int64 = Int64.max
+            var uint = UInt.max
+            var uint8 = UInt8.max
+            var uint16 = UInt16.max
+            var uint32 = UInt32.max
+            var uint64 = UInt64.max
+        }
+        let text = JSONWriter.write(try JSONValueEncoder.encode(Integers()), pretty: false)
+        let expected = [
+            "\"int\":\(Int.min)", "\"int8\":-128", "\"int16\":32767", "\"int32\":-2147483648",
+            "\"int64\":\(Int64.max)", "\"uint\":\(UInt.max)", "\"uint8\":255", "\"uint16\":65535",
+            "\"uint32\":4294967295", "\"uint64\":\(UInt64.max)",
+        ]
+        #expect(text == "{" + expected.joined(separator: ",") + "}")
+    }
+
     /// The state file's reader refuses a key beyond the stream-safe limit, so the encoder never
     /// writes one: a file it wrote always reads back.
     @Test func keysTheReaderWouldRefuseAreNotEncoded() {

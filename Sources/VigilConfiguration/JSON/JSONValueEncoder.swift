@@ -125,7 +125,19 @@ package enum JSONValueEncoder {
                 .number(number.rounded() == number && abs(number) < 1e15 ? "\(Int64(number))" : "\(number)")
             )
         case let number as Float: try box(Double(number), into: node, path: path)
-        case let number as any FixedWidthInteger: node.content = .value(.number("\(number)"))
+        // Each integer type by name: a cast to `any FixedWidthInteger` made the runtime scan every
+        // conformance record of the binary once for each type encoded (a daemon's status keys
+        // at start: 0.3 M instructions), where a cast to a concrete type compares metadata.
+        case let number as Int: node.content = .value(.number("\(number)"))
+        case let number as Int64: node.content = .value(.number("\(number)"))
+        case let number as UInt64: node.content = .value(.number("\(number)"))
+        case let number as Int32: node.content = .value(.number("\(number)"))
+        case let number as UInt32: node.content = .value(.number("\(number)"))
+        case let number as UInt: node.content = .value(.number("\(number)"))
+        case let number as Int16: node.content = .value(.number("\(number)"))
+        case let number as UInt16: node.content = .value(.number("\(number)"))
+        case let number as Int8: node.content = .value(.number("\(number)"))
+        case let number as UInt8: node.content = .value(.number("\(number)"))
         default: try value.encode(to: ValueEncoder(node: node, path: path))
         }
     }
