@@ -341,6 +341,18 @@ void cvigil_loop_unwatch_signal(int signal) {
     pthread_mutex_unlock(&lock);
 }
 
+void cvigil_loop_unwatch_signals(const int *signals, size_t count) {
+    pthread_mutex_lock(&lock);
+    for (size_t index = 0; index < count; index++) {
+        if (signals[index] <= 0 || signals[index] >= _NSIG) continue;
+        sigdelset(&watched, signals[index]);
+        callbacks[signals[index]] = NULL;
+    }
+    sigset_t mask = signalfd_mask();
+    if (signal_fd >= 0) signalfd(signal_fd, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    pthread_mutex_unlock(&lock);
+}
+
 int cvigil_loop_watch_descriptor(int descriptor, uint32_t events, cvigil_descriptor_callback callback, void *context) {
     int failed = open_descriptors();
     if (failed) return failed;

@@ -97,9 +97,11 @@ public final class RuntimeStatusWriter: LifecycleObserver {
             case .userSignal, .listenerFailed, .fatalFault, .memoryPressure: return false
             }
             // A reload's outcome can wait; a change of state (`systemctl start` returns on
-            // READY=1, and `status` should then say "running") cannot.
+            // READY=1, and `status` should then say "running") cannot, except "stopping": a stop
+            // that ends within the deferral writes the file once ("stopped"), a longer one
+            // shows "stopping" after it (`systemctl stop` returns only once the process is gone).
             switch record {
-            case .reloadApplied, .reloadRejected: return false
+            case .reloadApplied, .reloadRejected, .stopping: return false
             default: return true
             }
         }

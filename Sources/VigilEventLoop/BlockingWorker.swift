@@ -69,8 +69,19 @@ package final class BlockingWorker: Sendable {
     ///
     /// The deadline is a timer on the event loop when it runs (``EventLoopExecutor``), else a
     /// sleeping task.
+    ///
+    /// - Parameters:
+    ///   - waitInPlace: how long the caller's thread waits for the answer before it suspends
+    ///     (100 µs by default; see below). A caller with nothing else to do meanwhile (the final
+    ///     checkpoint at stop) may wait longer: a suspension costs a wake-up of the caller's
+    ///     thread when the answer comes, which on an idle virtual CPU is 50–150 µs.
+    ///   - last: the daemon's last call (the final checkpoint): the thread ends once it has
+    ///     answered, while it is awake, instead of sleeping until the process's exit wakes it
+    ///     (the exit waits for every thread). A later call starts a new thread.
     package func run<Value: Sendable>(
         deadline: Duration,
+        waitInPlace: Duration = .microseconds(100),
+        last: Bool = false,
         _ work: @escaping @Sendable () -> Value
     ) async -> Outcome<Value> {
         let thread: WorkerThread
@@ -79,15 +90,16 @@ package final class BlockingWorker: Sendable {
         case .failure(let refusal): return .unavailable(refusal.reason)
         }
         let call = Call<Value>(worker: self)
-        thread.hand { call.finish(work(), thread: thread) }
+        thread.hand { call.finish(work(), thread: thread, last: last) }
         // Most calls (a configuration file on a local disk) answer in microseconds: waiting for
         // them here, yielding the processor, spares the caller a suspension and its thread a
         // sleep and a wake-up (about halves what the helper thread adds to a reload).
         let began = MonotonicClock.nanoseconds()
+        let spin = min(waitInPlace, deadline).nanoseconds
         repeat {
             if let outcome = call.endedEarly { return outcome }
             sched_yield()
-        } while MonotonicClock.nanoseconds() &- began < Self.waitInPlace
+        } while MonotonicClock.nanoseconds() &- began < spin
         let left = deadline - .nanoseconds(Int64(MonotonicClock.nanoseconds() &- began))
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Outcome<Value>, Never>) in
@@ -97,9 +109,6 @@ package final class BlockingWorker: Sendable {
             call.expire(.cancelled)
         }
     }
-
-    /// How long ``run(deadline:_:)`` waits in place for an answer before it suspends: 100 µs.
-    private static let waitInPlace: UInt64 = 100_000
 
     private struct Refusal: Error { var reason: String }
 
@@ -149,6 +158,11 @@ package final class BlockingWorker: Sendable {
     /// A call returned in time: its thread waits for the next one.
     fileprivate func returned(_ thread: WorkerThread) {
         state.withLock { $0.idle.append(thread) }
+    }
+
+    /// A thread that answered the last call ends.
+    fileprivate func ended() {
+        state.withLock { $0.threads -= 1 }
     }
 
     /// A call missed its deadline: its thread is stuck until the call returns.
@@ -229,7 +243,7 @@ private final class Call<Value: Sendable>: Sendable {
     var endedEarly: BlockingWorker.Outcome<Value>? { state.withLock { $0.early } }
 
     /// On the thread: the call returned. Returns whether the thread goes on serving calls.
-    func finish(_ value: Value, thread: WorkerThread) -> Bool {
+    func finish(_ value: Value, thread: WorkerThread, last: Bool) -> Bool {
         let (ended, continuation, timer, task) = state.withLock { state in
             guard !state.ended else {
                 return (true, nil, nil, nil)
@@ -241,8 +255,9 @@ private final class Call<Value: Sendable>: Sendable {
             state.ended = true
             // The caller waits in place (or is about to suspend: `begin` hands it this).
             if state.continuation == nil { state.early = .finished(value) }
-            // Idle again before the caller hears: its next call finds this thread.
-            worker.returned(thread)
+            // Idle again before the caller hears: its next call finds this thread (unless it
+            // was the last call: the thread ends).
+            if last { worker.ended() } else { worker.returned(thread) }
             return (false, state.continuation.take(), state.timer.take(), state.timerTask.take())
         }
         if ended {
@@ -253,7 +268,7 @@ private final class Call<Value: Sendable>: Sendable {
         if let timer { TimerTarget.cancel(timer.id, timer.target) }
         task?.cancel()
         continuation?.resume(returning: .finished(value))
-        return true
+        return !last
     }
 
     /// The deadline passed or the caller was cancelled first: the caller hears `outcome` and

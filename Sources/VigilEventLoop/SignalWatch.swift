@@ -81,7 +81,7 @@ package final class SignalWatch: Sendable {
     package func cancel() {
         if loopHandler != nil {
             if unownedHandler != nil { cvigil_loop_set_unowned_signal_callback(nil, nil) }
-            for signal in signals { cvigil_loop_unwatch_signal(signal) }
+            signals.withUnsafeBufferPointer { cvigil_loop_unwatch_signals($0.baseAddress, $0.count) }
         } else {
             for source in sources { source.cancel() }
             Self.queue.sync {}

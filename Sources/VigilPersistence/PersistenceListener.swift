@@ -99,9 +99,11 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
         _ store: StateStore,
         force: Bool,
         deadline: Duration,
+        waitInPlace: Duration = .microseconds(100),
+        last: Bool = false,
         then: (@Sendable () throws -> Void)? = nil
     ) async throws {
-        let outcome = await BlockingWorker.shared.run(deadline: deadline) {
+        let outcome = await BlockingWorker.shared.run(deadline: deadline, waitInPlace: waitInPlace, last: last) {
             Result { () throws in
                 try store.checkpoint(force: force)
                 try then?()
@@ -199,7 +201,13 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
             try await Self.checkpoint(
                 store,
                 force: true,
-                deadline: Self.deadline(within: context.budgets(for: name).terminate)
+                deadline: Self.deadline(within: context.budgets(for: name).terminate),
+                // The daemon's thread has nothing else to do but wait: up to 2 ms in place spares
+                // it a suspension and a wake-up on another CPU (on tmpfs the checkpoint takes
+                // ~0.1 ms); past that it suspends, so the budget and a second stop request work.
+                waitInPlace: .milliseconds(2),
+                // The daemon's file work ends here: the helper thread ends with it, while awake.
+                last: true
             ) { [marker] in
                 do { try marker.end() } catch { throw MarkerNotRemoved(cause: error) }
             }

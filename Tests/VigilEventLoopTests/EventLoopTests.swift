@@ -235,6 +235,19 @@ import VigilTesting
         }
         #expect(next != tid)
         #expect(worker.threadCount == 1)
+
+        // The last call's thread ends once it has answered, without being retired.
+        let last = await worker.run(deadline: .seconds(10), last: true) { task() }
+        guard case .finished(let lastThread) = last else {
+            Issue.record("the last call did not finish: \(describe(last))")
+            return
+        }
+        #expect(lastThread == next, "the idle thread took the last call")
+        #expect(worker.threadCount == 0)
+        try await poll(until: "helper thread \(lastThread) ends after the last call") {
+            access(lastThread, F_OK) != 0
+        }
+        #expect(describe(await worker.run(deadline: .seconds(10)) { 3 }) == "finished 3")
     }
 
     /// Without the event loop (this test runner's default executor) the deadline is a sleeping

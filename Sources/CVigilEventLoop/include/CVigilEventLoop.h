@@ -50,6 +50,9 @@ int cvigil_loop_watch_signal(int signal, cvigil_signal_callback callback, void *
 /// signal), a real-time one the loop drains is discarded.
 void cvigil_loop_unwatch_signal(int signal);
 
+/// `cvigil_loop_unwatch_signal` for `count` signals at once: one `signalfd` call, not one each.
+void cvigil_loop_unwatch_signals(const int *signals, size_t count);
+
 /// Called on the loop thread for each signal the loop took but nobody watches: the real-time
 /// signals that were blocked when the loop started (all of them under VigilEarlySignals) go
 /// through the loop's signalfd and are discarded, because each one left queued is charged to
