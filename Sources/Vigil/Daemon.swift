@@ -26,9 +26,11 @@ public struct Daemon: Sendable {
     /// The listeners, in any order.
     package let listeners: [any Listener]
     /// Steps that run before any listener starts.
-    public var startupCommands: [any StartupCommand]
-    /// Signals, budgets and shared values for the mediator.
-    public var signals: SignalMap
+    package var startupCommands: [any StartupCommand]
+    /// Which signals the mediator owns: systemd's conventions (`SIGHUP` reloads, `SIGTERM` and
+    /// `SIGINT` stop, `SIGUSR1` and `SIGUSR2` are user signals), which `reload` relies on;
+    /// tests own none.
+    package var signals: SignalMap
     /// Default listener budgets.
     public var budgets: ListenerBudgets
     /// Values to seed the shared store with.

@@ -94,16 +94,19 @@ package struct LifecycleLogger: LifecycleObserver {
         }
     }
 
+    /// Builds the entry only when `level` is logged: a user signal at `info` costs a daemon
+    /// logging at `notice` no string and no metadata.
     private func log(
         _ level: Logger.Level,
-        _ message: String,
+        _ message: @autoclosure () -> String,
         _ id: LifecycleMessageID,
         _ event: String,
-        _ fields: Logger.Metadata
+        _ fields: @autoclosure () -> Logger.Metadata
     ) {
-        var metadata = fields
+        guard logger.logLevel <= level else { return }
+        var metadata = fields()
         metadata["MESSAGE_ID"] = .string(id.rawValue)
         metadata["VIGIL_EVENT"] = .string(event)
-        logger.log(level: level, "\(message)", metadata: metadata)
+        logger.log(level: level, "\(message())", metadata: metadata)
     }
 }

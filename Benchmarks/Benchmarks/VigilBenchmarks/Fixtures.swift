@@ -17,11 +17,13 @@ import VigilSystemd
 // and VigildCore (`VigildConfiguration`) are `package` symbols, replaced here (BenchmarkSupport,
 // a pthread, `ReferenceConfiguration`).
 
-/// A listener that counts what it is given, and accepts every reload.
+/// A listener that counts what it is given, and accepts every reload; it keeps the context it
+/// started with, through which the benchmark asks the daemon for events as a listener would.
 final class CountingListener: Listener {
     let name: String
     let dependencies: [String]
     private let count = Atomic<Int>(0)
+    private let started = Mutex<ListenerContext?>(nil)
 
     init(name: String, dependencies: [String] = []) {
         self.name = name
@@ -29,6 +31,13 @@ final class CountingListener: Listener {
     }
 
     var deliveries: Int { count.load(ordering: .relaxed) }
+
+    /// The context the daemon handed this listener at start.
+    var context: ListenerContext? { started.withLock { $0 } }
+
+    func start(context: ListenerContext) async throws {
+        started.withLock { $0 = context }
+    }
 
     func userSignal(_ signal: ProcessSignal, context: ListenerContext) async throws {
         count.add(1, ordering: .relaxed)
@@ -73,46 +82,53 @@ final class RecordWaiter: LifecycleObserver {
     }
 }
 
-/// A running `ListenerGroup` with a `RecordWaiter`, started in a benchmark's setup and stopped
-/// in its teardown.
-final class RunningGroup: Sendable {
-    private let running = Mutex<(group: ListenerGroup, task: Task<Void, any Error>)?>(nil)
+/// A running `Daemon` with a `RecordWaiter`, started in a benchmark's setup and stopped in its
+/// teardown. The benchmark asks it for events through the first listener's `ListenerContext`,
+/// as a daemon's own listener does (the mediator itself is not public API).
+final class RunningDaemon: Sendable {
+    private let running = Mutex<(task: Task<Int32, Never>, context: ListenerContext?)?>(nil)
     let waiter = RecordWaiter()
-    private static let quietLogger = Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }
+    /// swift-log bootstrapped once for the process, at `critical`: the lifecycle logger's
+    /// entries for each event are dropped before they are built. The journal and stderr
+    /// fixtures log through handlers of their own.
+    private static let logging = Daemon.bootstrapLogging(identifier: "bench", level: .critical)
 
-    func start(_ listeners: [any Listener]) async throws {
-        let group = try ListenerGroup(
-            listeners: listeners,
-            configuration: .init(
-                logger: Self.quietLogger,
-                signals: SignalMap(),
-                observers: [waiter]
-            )
+    func start(_ listeners: [CountingListener], with others: [any Listener] = []) async throws {
+        guard let first = listeners.first else { throw BenchmarkError("a daemon needs a counting listener") }
+        var daemon = Daemon(
+            identifier: "bench",
+            version: "bench",
+            listeners: others + listeners,
+            logging: Self.logging
         )
+        daemon.observers = [waiter]
         await waiter.wait(for: "started") {
-            running.withLock { $0 = (group, Task { try await group.run() }) }
+            running.withLock { $0 = (Task { [daemon] in await daemon.run() }, nil) }
         }
+        guard let context = first.context else { throw BenchmarkError("the daemon started without its listeners") }
+        running.withLock { $0?.context = context }
     }
 
-    var group: ListenerGroup? { running.withLock { $0?.group } }
+    var context: ListenerContext? { running.withLock { $0?.context } }
 
     func stop() async throws {
         guard
-            let (group, task) = running.withLock({ running in
+            let (task, context) = running.withLock({ running in
                 defer { running = nil }; return running
             })
         else {
             return
         }
-        group.requestTermination(.requested("benchmark done"))
-        try await task.value
+        if let context { context.requestTermination("benchmark done") } else { task.cancel() }
+        let status = await task.value
+        guard status == 0 else { throw BenchmarkError("the daemon exited with status \(status)") }
     }
 }
 
 /// One SIGUSR1-style event to `listeners` counting listeners.
 final class FanOutFixture: Sendable {
     let listeners: [CountingListener]
-    let running = RunningGroup()
+    let running = RunningDaemon()
 
     init(listeners count: Int) {
         listeners = (0..<count).map { CountingListener(name: "listener-\($0)") }
@@ -121,8 +137,8 @@ final class FanOutFixture: Sendable {
     func start() async throws { try await running.start(listeners) }
 
     func event() async {
-        guard let group = running.group else { return }
-        await running.waiter.wait(for: "userSignal") { group.requestUserSignal(.sigusr1) }
+        guard let context = running.context else { return }
+        await running.waiter.wait(for: "userSignal") { context.requestUserSignal(.sigusr1) }
     }
 
     func stop() async throws {
@@ -159,20 +175,20 @@ final class ReloadFixture: Sendable {
         for _ in 0..<4 { path = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)]) }
         return path + "/packaging/vigild.json"
     }()
-    let running = RunningGroup()
+    let running = RunningDaemon()
 
     func start() async throws {
         let configuration = ConfigurationListener<ReferenceConfiguration>(source: .file(Self.reference, required: true))
         _ = try configuration.load()
         try await running.start(
-            [configuration]
-                + (0..<9).map { CountingListener(name: "listener-\($0)", dependencies: ["configuration"]) }
+            (0..<9).map { CountingListener(name: "listener-\($0)", dependencies: ["configuration"]) },
+            with: [configuration]
         )
     }
 
     func reload() async {
-        guard let group = running.group else { return }
-        await running.waiter.wait(for: "reload") { group.requestReload() }
+        guard let context = running.context else { return }
+        await running.waiter.wait(for: "reload") { context.requestReload() }
     }
 
     func stop() async throws { try await running.stop() }

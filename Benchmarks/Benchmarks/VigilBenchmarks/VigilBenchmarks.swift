@@ -54,9 +54,10 @@ let benchmarks: @Sendable () -> Void = {
         maxIterations: 20_000
     )
 
-    // One SIGUSR1-style event through the mediator to every listener and back to the caller
-    // (the observer's `.userSignal` record). On the default executor: package-benchmark owns
-    // `main`, so EventLoopExecutor (vigild's executor) cannot be installed here.
+    // One SIGUSR1-style event through a running Daemon's mediator to every listener and back to
+    // the caller (the observer's `.userSignal` record), asked for through a listener's context.
+    // On the default executor: package-benchmark owns `main`, so EventLoopExecutor (vigild's
+    // executor) cannot be installed here.
     for listeners in [1, 10, 100] {
         let fixture = FanOutFixture(listeners: listeners)
         let target: [BenchmarkMetric: BenchmarkThresholds]? =
