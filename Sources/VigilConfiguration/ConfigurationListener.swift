@@ -50,7 +50,7 @@ public final class ConfigurationListener<Configuration: ValidatedConfiguration>:
     /// `configuration`: the name other listeners depend on.
     public let name = "configuration"
     /// Where the configuration comes from.
-    public let source: ConfigurationSource
+    package let source: ConfigurationSource
     private let loader = ConfigurationLoader<Configuration>()
     /// Whether the configuration in force, and the one proposed by a pending reload, came from
     /// the file (rather than the embedded default).
@@ -62,7 +62,7 @@ public final class ConfigurationListener<Configuration: ValidatedConfiguration>:
     /// reload) before the start fails or the reload is rejected: 5 s by default, and never
     /// more than the listener's start or reload budget less a tenth of it (at most 1 s), so
     /// the reason is this listener's and not the mediator's "did not finish within its budget".
-    public let readTimeout: Duration
+    package let readTimeout: Duration
 
     /// Creates the listener for `source`.
     ///

@@ -71,7 +71,7 @@ public final class ServiceListener: Listener {
     /// Whether the previous run stopped cleanly, as the part's data knows it (a `ShutdownMarker`
     /// the part begins and ends): reported in `status.json`'s `previousShutdownClean`; `nil` for
     /// none.
-    public let shutdownHistory: (any ShutdownHistory)?
+    package let shutdownHistory: (any ShutdownHistory)?
 
     private struct Running: Sendable {
         let group: ServiceGroup

@@ -65,7 +65,7 @@ public final class AcceptedConnections: AsyncSequence, Sendable {
     ///     Vigil daemon's logging system sends to the journal.
     /// - Throws: ``VigilPOSIX/SystemError`` when the socket cannot be made non-blocking or the eventfd
     ///   cannot be created (out of descriptors).
-    public init(_ socket: ListeningSocket, logger: Logger = Logger(label: "vigil")) throws(SystemError) {
+    package init(_ socket: ListeningSocket, logger: Logger = Logger(label: "vigil")) throws(SystemError) {
         let flags = fcntl(socket.fileDescriptor, F_GETFL)
         guard flags >= 0, fcntl(socket.fileDescriptor, F_SETFL, flags | O_NONBLOCK) == 0 else {
             throw SystemError(path: "\(socket.localAddress)", operation: "make non-blocking the socket", errno: errno)
@@ -93,7 +93,7 @@ public final class AcceptedConnections: AsyncSequence, Sendable {
     }
 
     /// True once ``stop(deadline:)`` was called.
-    public var isStopped: Bool { poller.stopDeadline != nil }
+    package var isStopped: Bool { poller.stopDeadline != nil }
 
     /// Connections accepted and not yet closed (for a connection limit).
     public var openConnections: Int { poller.openConnectionCount }

@@ -20,7 +20,7 @@ public struct Watchdog: Sendable {
     ///
     /// Reads `WATCHDOG_USEC` and honours `WATCHDOG_PID`, as `sd_watchdog_enabled(0, &usec)` does
     /// (see `init(environment:pid:)`); the variables stay set.
-    public static func fromEnvironment() -> Watchdog? {
+    package static func fromEnvironment() -> Watchdog? {
         Watchdog(environment: { getenv($0).map { String(cString: $0) } }, pid: getpid())
     }
 
