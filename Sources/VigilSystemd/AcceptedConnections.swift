@@ -39,8 +39,6 @@ import VigilPlatform
 /// accepted (`ECONNABORTED`, network errors) is skipped. Only a descriptor that is no listening
 /// socket (`EBADF`, `EINVAL`, `ENOTSOCK`) throws.
 public final class AcceptedConnections: AsyncSequence, Sendable {
-    public typealias Element = Connection
-
     /// The listening socket. It stays open after the stop: close it, if it is yours, after the
     /// stop (``ListeningSocket/close()``).
     public let socket: ListeningSocket
@@ -88,7 +86,7 @@ public final class AcceptedConnections: AsyncSequence, Sendable {
     }
 
     /// ``stop(deadline:)`` at `gracePeriod` from now.
-    public func stop(gracePeriod: Duration) {
+    package func stop(gracePeriod: Duration) {
         stop(deadline: ContinuousClock.now.advanced(by: gracePeriod))
     }
 
