@@ -73,7 +73,7 @@ public final class RuntimeStatusWriter: LifecycleObserver {
     /// a reload (or an event that changes none of the library's keys), else at once.
     public func observe(_ record: LifecycleRecord) {
         let now = state.withLock { state -> Bool in
-            switch record {
+            switch record.kind {
             case .started(let generation, _):
                 state.status.state = "running"
                 state.status.generation = generation
@@ -98,7 +98,7 @@ public final class RuntimeStatusWriter: LifecycleObserver {
             }
             // A reload's outcome can wait; a change of state (`systemctl start` returns on
             // READY=1, and `status` should then say "running") cannot.
-            switch record {
+            switch record.kind {
             case .reloadApplied, .reloadRejected: return false
             default: return true
             }

@@ -32,7 +32,7 @@ public protocol Listener: Sendable {
     /// Phase two of an accepted reload: every listener accepted; apply what was prepared.
     func commitReload(_ reload: ReloadTransaction, context: ListenerContext) async throws
 
-    /// Phase two of a rejected reload: some listener rejected (``ReloadTransaction/Rejection``);
+    /// Phase two of a rejected reload: some listener rejected it (``LifecycleRecord/Event/reloadRejected``);
     /// drop what was prepared and keep running as before.
     func abortReload(_ reload: ReloadTransaction, context: ListenerContext) async
 

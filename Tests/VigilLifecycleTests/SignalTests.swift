@@ -67,13 +67,13 @@ import VigilTesting
         let running = Task { try await group.run() }
         try await notifier.waitForReady()
         kill(getpid(), SIGUSR2)
-        try await observer.records.wait { $0.contains(.userSignal(.sigusr2)) }
+        try await observer.kinds.wait { $0.contains(.userSignal(.sigusr2)) }
         kill(getpid(), SIGALRM)
-        try await observer.records.wait {
+        try await observer.kinds.wait {
             $0.contains { if case .reloadApplied(2, _) = $0 { true } else { false } }
         }
         kill(getpid(), ProcessSignal.realTime(4).rawValue)
-        try await observer.records.wait {
+        try await observer.kinds.wait {
             $0.contains { if case .reloadApplied(3, _) = $0 { true } else { false } }
         }
         group.requestTermination(.requested("test"))

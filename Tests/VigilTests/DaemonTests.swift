@@ -102,7 +102,7 @@ import VigilTesting
         let logger = Logger(label: "t") { [handler] _ in handler }
         try await withRunningDaemon(listeners: [RecordingListener("worker", log: AsyncRecorder())], logger: logger) {
             daemon in
-            _ = try await daemon.observer.records.wait { $0.contains { if case .started = $0 { true } else { false } } }
+            _ = try await daemon.observer.kinds.wait { $0.contains { if case .started = $0 { true } else { false } } }
         }
         let ids = handler.entries.compactMap { $0.metadata["MESSAGE_ID"] }
         #expect(ids.contains(.string(LifecycleMessageID.started.rawValue)), "\(handler.entries)")

@@ -14,7 +14,7 @@ import VigilTesting
     try await withRunningDaemon(listeners: [worker]) { daemon in
         daemon.context.requestReload()
         try await daemon.observer.records.wait("the rejection") {
-            $0.contains { if case .reloadRejected = $0 { true } else { false } }
+            $0.contains { $0.event == .reloadRejected }
         }
         #expect(daemon.context.generation == 1)
         #expect(log.values.contains("worker.prepare"))

@@ -59,7 +59,7 @@ final class RecordWaiter: LifecycleObserver {
 
     func observe(_ record: LifecycleRecord) {
         let kind: String
-        switch record {
+        switch record.event {
         case .started: kind = "started"
         case .userSignal: kind = "userSignal"
         case .reloadApplied, .reloadRejected: kind = "reload"
