@@ -12,13 +12,13 @@ import VigilPlatform
 /// When journald cannot take an entry (frozen, or its queue full) the entry is dropped and
 /// counted, and a later entry reports the count (see `JournalSocket`); logging never stalls
 /// the caller. When journald is not there at all, the entry goes to stderr instead.
-public struct JournalLogHandler: LogHandler {
-    public var metadata: Logger.Metadata = [:]
-    public var metadataProvider: Logger.MetadataProvider?
+package struct JournalLogHandler: LogHandler {
+    package var metadata: Logger.Metadata = [:]
+    package var metadataProvider: Logger.MetadataProvider?
 
     /// The level comes from the shared ``LogLevelControl``; setting it changes every handler
     /// that shares the control.
-    public var logLevel: Logger.Level {
+    package var logLevel: Logger.Level {
         get { levelControl.level }
         set { levelControl.level = newValue }
     }
@@ -35,7 +35,7 @@ public struct JournalLogHandler: LogHandler {
     ///   - identifier: `SYSLOG_IDENTIFIER`, usually the program name (`journalctl -t`).
     ///   - levelControl: the shared, run-time adjustable level.
     ///   - metadataProvider: metadata added to every entry, as swift-log's handlers take it.
-    public init(
+    package init(
         label: String,
         identifier: String,
         levelControl: LogLevelControl,
@@ -65,12 +65,12 @@ public struct JournalLogHandler: LogHandler {
         self.socket = socket
     }
 
-    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+    package subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
         set { metadata[key] = newValue }
     }
 
-    public func log(event: LogEvent) {
+    package func log(event: LogEvent) {
         var entry = JournalEntry.Buffer()
         JournalEntry.build(
             event: event,

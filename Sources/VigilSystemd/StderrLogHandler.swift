@@ -10,20 +10,20 @@ import VigilPlatform
 ///   an entry stays one line and cannot forge another priority.
 /// - ``Format/terminal(colors:)``: for a person: `2026-11-21 19:45:30.123 info vigild: message
 ///   key=value`, the level coloured when `colors` is on.
-public struct StderrLogHandler: LogHandler {
+package struct StderrLogHandler: LogHandler {
     /// How lines look.
-    public enum Format: Sendable, Hashable {
+    package enum Format: Sendable, Hashable {
         /// `<N>` priority prefix, no time (the journal adds it).
         case syslogPrefixed
         /// Local time, level, label, message, metadata; ANSI colours when `colors`.
         case terminal(colors: Bool)
     }
 
-    public var metadata: Logger.Metadata = [:]
-    public var metadataProvider: Logger.MetadataProvider?
+    package var metadata: Logger.Metadata = [:]
+    package var metadataProvider: Logger.MetadataProvider?
 
     /// The level comes from the shared ``LogLevelControl``.
-    public var logLevel: Logger.Level {
+    package var logLevel: Logger.Level {
         get { levelControl.level }
         set { levelControl.level = newValue }
     }
@@ -33,7 +33,7 @@ public struct StderrLogHandler: LogHandler {
     private let levelControl: LogLevelControl
 
     /// Creates a handler writing `format` lines for the logger `label`.
-    public init(
+    package init(
         label: String,
         format: Format,
         levelControl: LogLevelControl,
@@ -45,12 +45,12 @@ public struct StderrLogHandler: LogHandler {
         self.metadataProvider = metadataProvider
     }
 
-    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+    package subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
         set { metadata[key] = newValue }
     }
 
-    public func log(event: LogEvent) {
+    package func log(event: LogEvent) {
         var line = EscapedLine()
         line.entry(
             format: format,

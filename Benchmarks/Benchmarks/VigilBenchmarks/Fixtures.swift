@@ -15,7 +15,23 @@ import VigilSystemd
 // What the benchmarks in VigilBenchmarks.swift run against. Public API only: the fixtures that
 // the old in-package benchmark took from VigilTesting (`UnixDatagramSocket`, `DetachedThread`)
 // and VigildCore (`VigildConfiguration`) are `package` symbols, replaced here (BenchmarkSupport,
-// a pthread, `ReferenceConfiguration`).
+// a pthread, `ReferenceConfiguration`); the journal handler is the one `Daemon.bootstrapLogging`
+// picks when stderr is the journal (the stderr fallback, which it picks otherwise, is measured
+// in a process of its own: StderrBenchmarks).
+
+/// swift-log bootstrapped once for this process as a daemon under systemd with stderr connected
+/// to the journal would be (`JOURNAL_STREAM` naming fd 2): every logger writes native journal
+/// entries. At `critical` except while the journal benchmark runs, so that the daemons of the
+/// other benchmarks build no entry for their lifecycle records.
+let benchmarkLogging: DaemonLogging = {
+    var info = stat()
+    let saved = getenv("JOURNAL_STREAM").map { String(cString: $0) }
+    if fstat(2, &info) == 0 { setenv("JOURNAL_STREAM", "\(info.st_dev):\(info.st_ino)", 1) }
+    defer {
+        if let saved { setenv("JOURNAL_STREAM", saved, 1) } else { unsetenv("JOURNAL_STREAM") }
+    }
+    return Daemon.bootstrapLogging(identifier: "vigild", level: .critical)
+}()
 
 /// A listener that counts what it is given, and accepts every reload; it keeps the context it
 /// started with, through which the benchmark asks the daemon for events as a listener would.
@@ -88,10 +104,6 @@ final class RecordWaiter: LifecycleObserver {
 final class RunningDaemon: Sendable {
     private let running = Mutex<(task: Task<Int32, Never>, context: ListenerContext?)?>(nil)
     let waiter = RecordWaiter()
-    /// swift-log bootstrapped once for the process, at `critical`: the lifecycle logger's
-    /// entries for each event are dropped before they are built. The journal and stderr
-    /// fixtures log through handlers of their own.
-    private static let logging = Daemon.bootstrapLogging(identifier: "bench", level: .critical)
 
     func start(_ listeners: [CountingListener], with others: [any Listener] = []) async throws {
         guard let first = listeners.first else { throw BenchmarkError("a daemon needs a counting listener") }
@@ -99,7 +111,7 @@ final class RunningDaemon: Sendable {
             identifier: "bench",
             version: "bench",
             listeners: others + listeners,
-            logging: Self.logging
+            logging: benchmarkLogging
         )
         daemon.observers = [waiter]
         await waiter.wait(for: "started") {
@@ -194,14 +206,16 @@ final class ReloadFixture: Sendable {
     func stop() async throws { try await running.stop() }
 }
 
-/// JournalLogHandler and `sd_journal_sendv` with the same 11 fields (8 standard + 3 metadata).
+/// The journal handler (through `benchmarkLogging`) and `sd_journal_sendv` with the same 11
+/// fields (8 standard + 3 metadata).
 final class JournalFixture: Sendable {
     private let drain = Mutex<Drain?>(nil)
     /// Calls that failed (counted, not trapped: the teardown reports them).
     private let failures = Atomic<Int>(0)
+    /// Made after swift-log is bootstrapped (a logger keeps the handler it was made with).
     private let logger: Logger = {
-        let handler = JournalLogHandler(label: "bench", identifier: "vigild", levelControl: LogLevelControl(.info))
-        return Logger(label: "bench") { _ in handler }
+        _ = benchmarkLogging
+        return Logger(label: "bench")
     }()
     /// The fields as a C programmer would pass them, built once (the least the call can cost).
     nonisolated(unsafe) private let vectors: UnsafeMutableBufferPointer<iovec> = {
@@ -230,9 +244,11 @@ final class JournalFixture: Sendable {
     func start() throws {
         let drain = try Drain(path: "/run/systemd/journal/socket")
         self.drain.withLock { $0 = drain }
+        benchmarkLogging.levelControl.level = .info
     }
 
     func stop() throws {
+        benchmarkLogging.levelControl.level = .critical
         guard
             let drain = drain.withLock({ drain in
                 defer { drain = nil }; return drain
@@ -264,45 +280,6 @@ final class JournalFixture: Sendable {
         Monotonic.time {
             if sd_journal_sendv(vectors.baseAddress, Int32(vectors.count)) < 0 { failures.add(1, ordering: .relaxed) }
         }
-    }
-}
-
-/// StderrLogHandler (`<N>` lines) and one write(2) of the finished line, into /dev/null.
-final class StderrFixture: Sendable {
-    private let saved = Atomic<Int32>(-1)
-    private let logger: Logger = {
-        let handler = StderrLogHandler(label: "bench", format: .syslogPrefixed, levelControl: LogLevelControl(.info))
-        return Logger(label: "bench") { _ in handler }
-    }()
-    private let line = Array(
-        "<5>Reload applied: configuration generation 2 is now in force MESSAGE_ID=7dd32b12fecb4f54b882f1a4b4061f72 VIGIL_GENERATION=2\n"
-            .utf8
-    )
-
-    /// Points descriptor 2 at /dev/null (package-benchmark reports on stdout).
-    func start() {
-        let null = open("/dev/null", O_WRONLY)
-        saved.store(dup(2), ordering: .relaxed)
-        dup2(null, 2)
-        close(null)
-    }
-
-    func stop() {
-        let saved = saved.exchange(-1, ordering: .relaxed)
-        guard saved >= 0 else { return }
-        dup2(saved, 2)
-        close(saved)
-    }
-
-    func handlerCall() {
-        logger.notice(
-            "Reload applied: configuration generation 2 is now in force",
-            metadata: ["MESSAGE_ID": "7dd32b12fecb4f54b882f1a4b4061f72", "VIGIL_GENERATION": "2"]
-        )
-    }
-
-    func rawCall() {
-        _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
     }
 }
 
