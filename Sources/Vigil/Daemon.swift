@@ -261,10 +261,17 @@ extension Daemon {
 /// A daemon's logging as bootstrapped (``Daemon/bootstrapLogging(identifier:level:)``):
 /// the shared level control, the daemon's logger and where entries go.
 public struct DaemonLogging: Sendable {
-    /// Change the level of every handler at run time.
-    public let levelControl: LogLevelControl
+    /// The level shared by every handler.
+    package let levelControl: LogLevelControl
     /// The daemon's logger.
     public let logger: Logger
+
+    /// The level of every handler: set it to change what every logger of the process logs,
+    /// at once (the `LoggingListener` sets it from the configuration).
+    public var level: Logger.Level {
+        get { levelControl.level }
+        nonmutating set { levelControl.level = newValue }
+    }
     /// Where entries go.
     package let destination: LogDestination
 

@@ -132,3 +132,36 @@ import VigilTesting
         #expect(error?.message.contains("no disk") == true, "\(String(describing: error))")
     }
 }
+
+@Suite struct DaemonLoggingTests {
+    private static func logging(_ level: Logger.Level) -> (DaemonLogging, LogLevelControl) {
+        let control = LogLevelControl(level)
+        let logging = DaemonLogging(
+            levelControl: control,
+            logger: Logger(label: "t"),
+            destination: .syslogPrefixedStderr
+        )
+        return (logging, control)
+    }
+
+    @Test func settingTheLevelChangesEveryHandlerAtOnce() {
+        let (logging, control) = Self.logging(.info)
+        let handler = StderrLogHandler(label: "a", format: .syslogPrefixed, levelControl: control)
+        logging.level = .debug
+        #expect(logging.level == .debug)
+        #expect(handler.logLevel == .debug)
+    }
+
+    @Test func theLoggingListenerAppliesTheConfiguredLevelAtStart() async throws {
+        let (logging, _) = Self.logging(.info)
+        let values = ValueStore()
+        var configuration = SampleConfiguration()
+        configuration.verbose = true
+        values[CurrentConfiguration<SampleConfiguration>.self] = configuration
+        let listener = LoggingListener<SampleConfiguration>(logging: logging) { $0.verbose ? .debug : .notice }
+        let configurationStandIn = RecordingListener("configuration", log: AsyncRecorder<RecordingListener.Call>())
+        try await withRunningDaemon(listeners: [configurationStandIn, listener], values: values) { _ in
+            #expect(logging.level == .debug)
+        }
+    }
+}

@@ -244,11 +244,11 @@ final class JournalFixture: Sendable {
     func start() throws {
         let drain = try Drain(path: "/run/systemd/journal/socket")
         self.drain.withLock { $0 = drain }
-        benchmarkLogging.levelControl.level = .info
+        benchmarkLogging.level = .info
     }
 
     func stop() throws {
-        benchmarkLogging.levelControl.level = .critical
+        benchmarkLogging.level = .critical
         guard
             let drain = drain.withLock({ drain in
                 defer { drain = nil }; return drain
