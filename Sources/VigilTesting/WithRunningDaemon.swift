@@ -1,7 +1,7 @@
 import Logging
 import Vigil
 
-/// A ``Vigil/Daemon`` running in this process, wired to recorders, as ``withRunningDaemon(listeners:startupCommands:budgets:watchdog:values:logger:clock:_:)`` hands it to a test.
+/// A ``Vigil/Daemon`` running in this process, wired to recorders, as ``withRunningDaemon(listeners:startupCommands:budgets:watchdogInterval:values:logger:clock:_:)`` hands it to a test.
 public struct RunningDaemon: Sendable {
     /// The daemon's running mediator (the package's own tests drive it directly).
     package let group: ListenerGroup
@@ -30,13 +30,14 @@ public struct StoppedBeforeReady: Error, CustomStringConvertible {
 /// once, not after a timeout), or the error of a stop that failed.
 ///
 /// The daemon owns no signals (tests call ``RunningDaemon/context``'s `requestReload()` and
-/// friends instead) and has no watchdog unless one is given. Pass a ``TestClock`` to run its
+/// friends instead) and has no watchdog unless `watchdogInterval` is given (what `WatchdogSec=`
+/// says: it pings at half of it, after each health probe). Pass a ``TestClock`` to run its
 /// budgets, probe timeouts, watchdog rounds and periodic tasks on time the test advances by hand.
 public func withRunningDaemon<Result: Sendable>(
     listeners: [any Listener],
     startupCommands: [any StartupCommand] = [],
     budgets: ListenerBudgets = ListenerBudgets(),
-    watchdog: Watchdog? = nil,
+    watchdogInterval: Duration? = nil,
     values: ValueStore = ValueStore(),
     logger: Logger = Logger(label: "vigil-test", factory: { _ in SwiftLogNoOpLogHandler() }),
     clock: TestClock? = nil,
@@ -57,7 +58,7 @@ public func withRunningDaemon<Result: Sendable>(
     daemon.signals = SignalMap()
     daemon.budgets = budgets
     daemon.observers = [observer]
-    daemon.watchdog = watchdog
+    daemon.watchdog = watchdogInterval.map { Watchdog(interval: $0) }
     if let clock { daemon.clock = clock.loopClock }
     let running = Task { [daemon] in
         let failure = await daemon.run(whenCreated: { progress.append(.created($0)) })

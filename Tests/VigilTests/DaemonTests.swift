@@ -113,7 +113,7 @@ import VigilTesting
         let log = AsyncRecorder<String>()
         try await withRunningDaemon(
             listeners: [RecordingListener("worker", log: log)],
-            watchdog: Watchdog(interval: .milliseconds(100))
+            watchdogInterval: .milliseconds(100)
         ) { daemon in
             try await daemon.notifier.notifications.wait("two pings") { $0.filter { $0 == [.watchdog] }.count >= 2 }
             #expect(log.values.contains("worker.health.done"))
