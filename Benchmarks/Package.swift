@@ -5,9 +5,10 @@ import PackageDescription
 // library by path, so the library package ships no benchmark product and no malloc interposer.
 //
 // - Benchmarks/VigilBenchmarks: the in-process microbenchmarks (fan-out, in-process reload,
-//   journal handler, stderr fallback, notifier) on ordo-one/package-benchmark, whose malloc
-//   interposer counts allocations: `bash Benchmarks/in-process.sh` (or `swift package benchmark`
-//   here, see that script for the journal socket).
+//   journal handler, notifier) on ordo-one/package-benchmark, whose malloc interposer counts
+//   allocations: `bash Benchmarks/in-process.sh` (or `swift package benchmark` here, see that
+//   script for the journal socket). Benchmarks/StderrBenchmarks: the stderr fallback, in a
+//   process of its own (swift-log is bootstrapped once per process).
 // - vigil-process-benchmarks: the process harness (start, reload, stop, RSS, wake-ups against the
 //   C floor, the Go peer and a static Swift hello-world): `bash Benchmarks/run.sh`.
 //
@@ -40,6 +41,17 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Benchmarks/VigilBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        .executableTarget(
+            name: "StderrBenchmarks",
+            dependencies: [
+                "BenchmarkSupport",
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "Vigil", package: "vigil"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/StderrBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
         .executableTarget(

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Vigil's in-process benchmarks (Benchmarks/VigilBenchmarks, on ordo-one/package-benchmark):
+# Vigil's in-process benchmarks (Benchmarks/VigilBenchmarks and StderrBenchmarks, on ordo-one/package-benchmark):
 # fan-out, in-process reload, journal handler, stderr fallback and notifier, each with its
 # target as a static threshold (Thresholds/). Prints package-benchmark's tables (Markdown), then
 # each target met or not, and exits non-zero when one is missed.
@@ -27,6 +27,7 @@ fi
 sh ../packaging/build-deps.sh
 # Build outside the namespace (swift build may use /run), in release as package-benchmark does.
 swift build -c release --product VigilBenchmarks >&2
+swift build -c release --product StderrBenchmarks >&2
 # One run, kept as the baseline "current" (.benchmarkBaselines/, ignored by git), then printed and
 # checked against Thresholds/ without running again.
 cpus=${VIGIL_BENCHMARK_CPUS:-$(($(nproc) - 1))}

@@ -26,9 +26,11 @@ public struct Daemon: Sendable {
     /// The listeners, in any order.
     package let listeners: [any Listener]
     /// Steps that run before any listener starts.
-    public var startupCommands: [any StartupCommand]
-    /// Signals, budgets and shared values for the mediator.
-    public var signals: SignalMap
+    package var startupCommands: [any StartupCommand]
+    /// Which signals the mediator owns: systemd's conventions (`SIGHUP` reloads, `SIGTERM` and
+    /// `SIGINT` stop, `SIGUSR1` and `SIGUSR2` are user signals), which `reload` relies on;
+    /// tests own none.
+    package var signals: SignalMap
     /// Default listener budgets.
     public var budgets: ListenerBudgets
     /// Values to seed the shared store with.
@@ -261,10 +263,17 @@ extension Daemon {
 /// A daemon's logging as bootstrapped (``Daemon/bootstrapLogging(identifier:level:)``):
 /// the shared level control, the daemon's logger and where entries go.
 public struct DaemonLogging: Sendable {
-    /// Change the level of every handler at run time.
-    public let levelControl: LogLevelControl
+    /// The level shared by every handler.
+    package let levelControl: LogLevelControl
     /// The daemon's logger.
     public let logger: Logger
+
+    /// The level of every handler: set it to change what every logger of the process logs,
+    /// at once (the `LoggingListener` sets it from the configuration).
+    public var level: Logger.Level {
+        get { levelControl.level }
+        nonmutating set { levelControl.level = newValue }
+    }
     /// Where entries go.
     package let destination: LogDestination
 

@@ -12,16 +12,16 @@ public struct LoggingListener<Configuration: ValidatedConfiguration>: Listener {
     /// Creates the listener.
     ///
     /// - Parameters:
-    ///   - control: the shared level of every handler.
+    ///   - logging: the daemon's logging, whose level every handler shares.
     ///   - configurationListener: the name of the listener that applies the configuration (this
     ///     one starts after it).
     ///   - level: the level the configuration asks for.
     public init(
-        control: LogLevelControl,
+        logging: DaemonLogging,
         configurationListener: String = "configuration",
         level: @escaping @Sendable (Configuration) -> Logger.Level
     ) {
-        self.control = control
+        self.control = logging.levelControl
         self.dependencies = [configurationListener]
         self.level = level
     }

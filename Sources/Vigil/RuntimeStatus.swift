@@ -53,14 +53,14 @@ public struct RuntimeStatus: Sendable, Equatable {
     }
 
     /// The daemon's process id.
-    public var pid: Int32
+    package var pid: Int32
     /// The daemon's start time in clock ticks after boot; `nil` in files written before it was
     /// recorded (such a daemon cannot be reloaded by the client).
     package var processStartTime: UInt64?
     /// `starting`, `running`, `stopping`, `stopped`, `failed`.
-    public var state: String
+    package var state: String
     /// The configuration generation in force: 1 at start, one more per applied reload.
-    public var generation: Int
+    package var generation: Int
     /// The last reload's outcome; `nil` before the first.
     package var lastReload: Reload?
     /// `CLOCK_REALTIME` at start, in seconds since the epoch.

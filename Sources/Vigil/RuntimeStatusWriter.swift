@@ -73,7 +73,7 @@ public final class RuntimeStatusWriter: LifecycleObserver {
     /// a reload (or an event that changes none of the library's keys), else at once.
     public func observe(_ record: LifecycleRecord) {
         let now = state.withLock { state -> Bool in
-            switch record {
+            switch record.kind {
             case .started(let generation, _):
                 state.status.state = "running"
                 state.status.generation = generation
@@ -100,7 +100,7 @@ public final class RuntimeStatusWriter: LifecycleObserver {
             // READY=1, and `status` should then say "running") cannot, except "stopping": a stop
             // that ends within the deferral writes the file once ("stopped"), a longer one
             // shows "stopping" after it (`systemctl stop` returns only once the process is gone).
-            switch record {
+            switch record.kind {
             case .reloadApplied, .reloadRejected, .stopping: return false
             default: return true
             }

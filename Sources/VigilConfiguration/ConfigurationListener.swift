@@ -38,7 +38,7 @@ public enum ConfigurationSource: Sendable, Hashable, CustomStringConvertible {
 /// that was in force and has been deleted rejects the reload too: the running configuration
 /// stays in force until the admin writes `{}` (every default) or a new file.
 ///
-/// The file is opened and read on a helper thread (see ``readTimeout``): a file on a hung file
+/// The file is opened and read on a helper thread (see ``init(source:readTimeout:)``): a file on a hung file
 /// system (a FUSE daemon that never answers, an NFS hard mount) fails the start or rejects the
 /// reload with the path and "did not answer in 5 s", while the daemon goes on answering
 /// signals and the watchdog.
@@ -50,7 +50,7 @@ public final class ConfigurationListener<Configuration: ValidatedConfiguration>:
     /// `configuration`: the name other listeners depend on.
     public let name = "configuration"
     /// Where the configuration comes from.
-    public let source: ConfigurationSource
+    package let source: ConfigurationSource
     private let loader = ConfigurationLoader<Configuration>()
     /// Whether the configuration in force, and the one proposed by a pending reload, came from
     /// the file (rather than the embedded default).
@@ -62,13 +62,16 @@ public final class ConfigurationListener<Configuration: ValidatedConfiguration>:
     /// reload) before the start fails or the reload is rejected: 5 s by default, and never
     /// more than the listener's start or reload budget less a tenth of it (at most 1 s), so
     /// the reason is this listener's and not the mediator's "did not finish within its budget".
-    public let readTimeout: Duration
+    package let readTimeout: Duration
 
     /// Creates the listener for `source`.
     ///
     /// - Parameters:
-    ///   - source: where the file is; see ``source``.
-    ///   - readTimeout: how long opening and reading the file may take; see ``readTimeout``.
+    ///   - source: where the file is.
+    ///   - readTimeout: how long the file system may take to open and read the file (at start
+    ///     and on each reload) before the start fails or the reload is rejected: 5 s by default,
+    ///     and never more than the listener's start or reload budget less a tenth of it (at most
+    ///     1 s), so the reason is this listener's and not the mediator's.
     public init(source: ConfigurationSource, readTimeout: Duration = .seconds(5)) {
         self.source = source
         self.readTimeout = readTimeout

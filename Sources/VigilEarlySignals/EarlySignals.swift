@@ -44,7 +44,7 @@ import CVigilEarlySignals
 public enum EarlySignals {
     /// `true` when `arguments` (argv) start the daemon with `DaemonCommandLine`'s grammar: no
     /// subcommand, `run`, or options of the default `run` subcommand.
-    public static func runsDaemon(_ arguments: [String]) -> Bool {
+    package static func runsDaemon(_ arguments: [String]) -> Bool {
         guard let first = arguments.dropFirst().first else { return true }
         if first == "run" { return true }
         return first.hasPrefix("-") && !["-h", "--help", "--version"].contains(first)

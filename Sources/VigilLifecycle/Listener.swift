@@ -1,7 +1,7 @@
 /// A service with one responsibility that hears the daemon's lifecycle events.
 ///
 /// Implement only the hooks you need; every hook has a no-op default. The mediator
-/// (``ListenerGroup``) calls the hooks one event at a time, in dependency order (start, reload,
+/// (`ListenerGroup`) calls the hooks one event at a time, in dependency order (start, reload,
 /// user signals) or in reverse (terminate), each within a time budget. A hook that throws or
 /// overruns its budget is isolated: it is reported with the listener's ``name``, and the other
 /// listeners still hear the event.
@@ -32,7 +32,7 @@ public protocol Listener: Sendable {
     /// Phase two of an accepted reload: every listener accepted; apply what was prepared.
     func commitReload(_ reload: ReloadTransaction, context: ListenerContext) async throws
 
-    /// Phase two of a rejected reload: some listener rejected (``ReloadTransaction/Rejection``);
+    /// Phase two of a rejected reload: some listener rejected it (``LifecycleRecord/Event/reloadRejected``);
     /// drop what was prepared and keep running as before.
     func abortReload(_ reload: ReloadTransaction, context: ListenerContext) async
 

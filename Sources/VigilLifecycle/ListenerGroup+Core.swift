@@ -85,7 +85,8 @@ extension ListenerGroup {
             }
         }
 
-        func observe(_ record: LifecycleRecord) {
+        func observe(_ kind: LifecycleRecord.Kind) {
+            let record = LifecycleRecord(kind)
             for observer in observers { observer.observe(record) }
         }
 

@@ -38,9 +38,9 @@ import Synchronization
 ///
 /// - Important: ``run()`` installs process-wide handlers for the signals in
 ///   `Configuration/signals` before anything starts, and owns them until it returns.
-public final class ListenerGroup: Service {
+package final class ListenerGroup: Service {
     /// How a group runs.
-    public struct Configuration: Sendable {
+    package struct Configuration: Sendable {
         /// Which signals the group owns and what each one means.
         package var signals: SignalMap
         /// Default budgets for listeners that declare none.
@@ -76,7 +76,7 @@ public final class ListenerGroup: Service {
         ///
         /// A group built from it reports to no service manager: `Daemon` (in `Vigil`) gives
         /// its group `SystemdNotifier`.
-        public init(
+        package init(
             logger: Logger,
             signals: SignalMap = .default,
             budgets: ListenerBudgets = ListenerBudgets(),
@@ -107,7 +107,7 @@ public final class ListenerGroup: Service {
     }
 
     /// The context every listener receives.
-    public let context: ListenerContext
+    package let context: ListenerContext
 
     /// The listeners in the order they start (dependencies first).
     package let listeners: [any Listener]
@@ -136,7 +136,7 @@ public final class ListenerGroup: Service {
     ///   - configuration: signals, budgets, notifier, observers, logger.
     /// - Throws: ``ListenerGroupError`` naming a duplicate name, a missing dependency, or the
     ///   cycle (`a → b → a`).
-    public init(
+    package init(
         listeners: [any Listener],
         startupCommands: [any StartupCommand] = [],
         configuration: Configuration
@@ -184,7 +184,7 @@ public final class ListenerGroup: Service {
 
     /// This group as a `ServiceGroup` entry whose end (after a stop signal) shuts the rest of
     /// the group down gracefully.
-    public var serviceConfiguration: ServiceGroupConfiguration.ServiceConfiguration {
+    package var serviceConfiguration: ServiceGroupConfiguration.ServiceConfiguration {
         .init(
             service: self,
             successTerminationBehavior: .gracefullyShutdownGroup,
@@ -196,10 +196,10 @@ public final class ListenerGroup: Service {
 
     /// Requests a reload, as the reload signal does. Requests made during a reload collapse
     /// into one follow-up reload.
-    public func requestReload() { core.request(.reload) }
+    package func requestReload() { core.request(.reload) }
 
     /// Delivers a user-signal event, as `SIGUSR1` does.
-    public func requestUserSignal(_ signal: ProcessSignal = .sigusr1) { core.request(.userSignal(signal)) }
+    package func requestUserSignal(_ signal: ProcessSignal = .sigusr1) { core.request(.userSignal(signal)) }
 
     /// Reports memory pressure: a ``LifecycleEvent/memoryPressure`` event for every listener,
     /// unless one was let through less than ``Configuration/memoryPressureInterval`` ago (then
@@ -220,7 +220,7 @@ public final class ListenerGroup: Service {
 
     /// Requests a stop, as `SIGTERM` does. A second request during shutdown cancels the running
     /// `terminate` hook and skips the listeners after it (see the type's documentation).
-    public func requestTermination(_ reason: TerminationReason) { core.request(.terminate(reason)) }
+    package func requestTermination(_ reason: TerminationReason) { core.request(.terminate(reason)) }
 
     /// `true` once a stop was requested (by a signal, code, or the service group).
     package var terminationRequested: Bool { core.terminationRequested }
@@ -266,7 +266,7 @@ public final class ListenerGroup: Service {
     ///   ``ListenerGroupError/Code/stopFailed`` after a stop in which a listener's `terminate`
     ///   threw or overran (its final work, a checkpoint say, was not done): every listener was
     ///   still asked to stop, and the daemon should exit non-zero.
-    public func run() async throws {
+    package func run() async throws {
         guard core.begin() else {
             throw ListenerGroupError(.alreadyRunning, "This ListenerGroup already ran; build a new one.")
         }

@@ -1,7 +1,7 @@
 /// An error from building or running a ``ListenerGroup``.
-public struct ListenerGroupError: Error, Hashable, CustomStringConvertible {
+package struct ListenerGroupError: Error, Hashable, CustomStringConvertible {
     /// What went wrong, as an opaque code to compare against.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
+    package struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Wrapped: Hashable, Sendable {
             case duplicateListener, missingDependency, dependencyCycle, startFailed, missingValue
             case alreadyRunning, stopFailed
@@ -10,31 +10,31 @@ public struct ListenerGroupError: Error, Hashable, CustomStringConvertible {
         private init(_ wrapped: Wrapped) { self.wrapped = wrapped }
 
         /// Two listeners share a name.
-        public static let duplicateListener = Self(.duplicateListener)
+        package static let duplicateListener = Self(.duplicateListener)
         /// A listener depends on a name that is not in the group.
-        public static let missingDependency = Self(.missingDependency)
+        package static let missingDependency = Self(.missingDependency)
         /// Dependencies form a cycle.
-        public static let dependencyCycle = Self(.dependencyCycle)
+        package static let dependencyCycle = Self(.dependencyCycle)
         /// A start-up command or a listener failed to start.
-        public static let startFailed = Self(.startFailed)
+        package static let startFailed = Self(.startFailed)
         /// A value a listener needs was not in the store.
-        public static let missingValue = Self(.missingValue)
+        package static let missingValue = Self(.missingValue)
         /// A listener failed to stop cleanly (its final work was not done, e.g. a checkpoint
         /// that could not be written); the daemon stopped, but should exit non-zero.
-        public static let stopFailed = Self(.stopFailed)
+        package static let stopFailed = Self(.stopFailed)
         /// `run()` was called twice.
-        public static let alreadyRunning = Self(.alreadyRunning)
+        package static let alreadyRunning = Self(.alreadyRunning)
 
-        public var description: String { String(describing: wrapped) }
+        package var description: String { String(describing: wrapped) }
     }
 
     /// The kind of error.
-    public let code: Code
+    package let code: Code
     /// What happened and what to do, in full sentences; from a listener's hook (a
     /// ``ServiceListener``'s part), what completes "'<listener>' …" in the group's report.
-    public let message: String
+    package let message: String
     /// The listener or step at fault, when there is one.
-    public let listener: String?
+    package let listener: String?
     /// Where the error was raised.
     package let file: String
     /// Where the error was raised.
@@ -48,7 +48,7 @@ public struct ListenerGroupError: Error, Hashable, CustomStringConvertible {
         self.line = line
     }
 
-    public var description: String { message }
+    package var description: String { message }
 
     static func missingValue(_ key: String, file: String, line: Int) -> Self {
         Self(

@@ -1,10 +1,11 @@
 import VigilPlatform
 
-/// A POSIX signal the daemon can own: a standard signal, or a real-time one.
+/// A POSIX signal the daemon owns: what a user-signal event carries (``sigusr1``, ``sigusr2``)
+/// and what asked the daemon to stop (``sigterm``, ``sigint``).
 ///
-/// Like `UnixSignal` from swift-service-lifecycle, but open to real-time signals, because
-/// systemd's `ReloadSignal=` may name one (`SIGRTMIN+3`, say). Its `description` is the C
-/// spelling, as systemd and `kill -l` print it.
+/// Like `UnixSignal` from swift-service-lifecycle, but open (inside the package) to real-time
+/// signals, which the mediator's signal map can own. Its `description` is the C spelling, as
+/// systemd and `kill -l` print it.
 public struct ProcessSignal: Hashable, Sendable, CustomStringConvertible {
     /// The signal number, as `kill(2)` takes it.
     public let rawValue: Int32
@@ -12,12 +13,12 @@ public struct ProcessSignal: Hashable, Sendable, CustomStringConvertible {
     /// Wraps a signal number.
     ///
     /// - Parameter rawValue: a signal number between 1 and `SIGRTMAX`.
-    public init(rawValue: Int32) {
+    package init(rawValue: Int32) {
         self.rawValue = rawValue
     }
 
     /// Hangup: `systemctl reload` under `Type=notify-reload`, and `kill -HUP`.
-    public static let sighup = Self(rawValue: SIGHUP)
+    package static let sighup = Self(rawValue: SIGHUP)
     /// Termination: what `systemctl stop` sends.
     public static let sigterm = Self(rawValue: SIGTERM)
     /// Interrupt: Ctrl-C on a terminal.
@@ -34,7 +35,7 @@ public struct ProcessSignal: Hashable, Sendable, CustomStringConvertible {
     /// The real-time signal `SIGRTMIN+offset`.
     ///
     /// - Parameter offset: 0 or more; `SIGRTMIN+offset` must not pass `SIGRTMAX`.
-    public static func realTime(_ offset: Int32) -> Self {
+    package static func realTime(_ offset: Int32) -> Self {
         let signal = Self.realTimeMinimum + offset
         precondition(
             offset >= 0 && signal <= Self.realTimeMaximum,

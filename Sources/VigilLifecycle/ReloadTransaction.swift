@@ -15,18 +15,18 @@ public final class ReloadTransaction: Sendable {
     private let rejectionStorage = Mutex<Rejection?>(nil)
 
     /// Why a reload was rejected: which listener, and its reason.
-    public struct Rejection: Sendable, Hashable, CustomStringConvertible {
+    package struct Rejection: Sendable, Hashable, CustomStringConvertible {
         /// The rejecting listener's name.
-        public var listener: String
+        package var listener: String
         /// The reason, in words an admin can act on.
-        public var reason: String
+        package var reason: String
 
         package init(listener: String, reason: String) {
             self.listener = listener
             self.reason = reason
         }
 
-        public var description: String { "\(listener): \(reason)" }
+        package var description: String { "\(listener): \(reason)" }
     }
 
     /// Creates a transaction for the given generation (the mediator makes these).

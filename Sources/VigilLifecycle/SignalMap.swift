@@ -10,9 +10,9 @@
 /// var signals = SignalMap.default
 /// signals.reloadSignal = .realTime(3)
 /// ```
-public struct SignalMap: Sendable, Hashable {
+package struct SignalMap: Sendable, Hashable {
     /// What a signal asks for.
-    public enum Action: Sendable, Hashable {
+    package enum Action: Sendable, Hashable {
         /// Reload the configuration.
         case reload
         /// Deliver a user-signal event carrying the signal.
@@ -25,10 +25,10 @@ public struct SignalMap: Sendable, Hashable {
     package private(set) var actions: [ProcessSignal: Action]
 
     /// An empty map: the daemon owns no signals.
-    public init() { self.actions = [:] }
+    package init() { self.actions = [:] }
 
     /// `SIGHUP` → reload, `SIGTERM`/`SIGINT` → terminate, `SIGUSR1`/`SIGUSR2` → user signal.
-    public static var `default`: SignalMap {
+    package static var `default`: SignalMap {
         var map = SignalMap()
         map[.sighup] = .reload
         map[.sigterm] = .terminate
@@ -40,7 +40,7 @@ public struct SignalMap: Sendable, Hashable {
 
     /// The action for a signal, or `nil` when the daemon does not own it. Setting `nil`
     /// releases the signal.
-    public subscript(signal: ProcessSignal) -> Action? {
+    package subscript(signal: ProcessSignal) -> Action? {
         get { actions[signal] }
         set { actions[signal] = newValue }
     }

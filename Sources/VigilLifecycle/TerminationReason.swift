@@ -10,10 +10,10 @@ public struct TerminationReason: Hashable, Sendable, CustomStringConvertible {
     private init(_ wrapped: Wrapped) { self.wrapped = wrapped }
 
     /// A stop signal arrived (`SIGTERM` from `systemctl stop`, `SIGINT` from Ctrl-C).
-    public static func signal(_ signal: ProcessSignal) -> Self { Self(.signal(signal)) }
+    package static func signal(_ signal: ProcessSignal) -> Self { Self(.signal(signal)) }
 
     /// Code asked the daemon to stop, for the reason given.
-    public static func requested(_ reason: String) -> Self { Self(.requested(reason)) }
+    package static func requested(_ reason: String) -> Self { Self(.requested(reason)) }
 
     /// The signal that asked the daemon to stop, if a signal did.
     public var signal: ProcessSignal? {

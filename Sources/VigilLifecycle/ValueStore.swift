@@ -36,7 +36,7 @@ public final class ValueStore: Sendable {
         set { storage.withLock { $0[ObjectIdentifier(key)] = newValue } }
     }
 
-    /// The value stored under `key`; throws a ``ListenerGroupError`` that names the key when
+    /// The value stored under `key`; throws an error that names the key when
     /// nothing is stored there (usually a missing dependency on the listener that provides it).
     public func require<Key: ValueKey>(
         _ key: Key.Type,

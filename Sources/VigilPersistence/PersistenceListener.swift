@@ -62,7 +62,7 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
     public var previousShutdownClean: Bool? { marker.previousShutdownClean }
 
     /// The store, once started.
-    public var store: StateStore? { state.withLock { $0 } }
+    package var store: StateStore? { state.withLock { $0 } }
 
     /// What the start found on disk.
     private struct Opened: Sendable {

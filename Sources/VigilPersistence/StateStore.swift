@@ -314,7 +314,7 @@ public final class StateStore: Sendable {
     }
 
     /// `true` when something changed since the last checkpoint.
-    public var hasUnsavedChanges: Bool { storage.withLock { $0.revision != $0.writtenRevision } }
+    package var hasUnsavedChanges: Bool { storage.withLock { $0.revision != $0.writtenRevision } }
 
     /// Writes the state to the file, crash-safely.
     ///

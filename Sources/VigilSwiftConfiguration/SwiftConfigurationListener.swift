@@ -29,7 +29,7 @@ public final class SwiftConfigurationListener: Listener {
     /// `configuration`: the name other listeners depend on.
     public let name = "configuration"
     /// Where the configuration comes from.
-    public let source: ConfigurationSource
+    package let source: ConfigurationSource
     /// The committed values, for `ConfigReader`s of your own (with other providers before it).
     package let provider: CommittedConfigProvider
     /// A reader of the committed values alone.

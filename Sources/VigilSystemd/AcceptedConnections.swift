@@ -39,8 +39,6 @@ import VigilPlatform
 /// accepted (`ECONNABORTED`, network errors) is skipped. Only a descriptor that is no listening
 /// socket (`EBADF`, `EINVAL`, `ENOTSOCK`) throws.
 public final class AcceptedConnections: AsyncSequence, Sendable {
-    public typealias Element = Connection
-
     /// The listening socket. It stays open after the stop: close it, if it is yours, after the
     /// stop (``ListeningSocket/close()``).
     public let socket: ListeningSocket
@@ -65,7 +63,7 @@ public final class AcceptedConnections: AsyncSequence, Sendable {
     ///     Vigil daemon's logging system sends to the journal.
     /// - Throws: ``VigilPOSIX/SystemError`` when the socket cannot be made non-blocking or the eventfd
     ///   cannot be created (out of descriptors).
-    public init(_ socket: ListeningSocket, logger: Logger = Logger(label: "vigil")) throws(SystemError) {
+    package init(_ socket: ListeningSocket, logger: Logger = Logger(label: "vigil")) throws(SystemError) {
         let flags = fcntl(socket.fileDescriptor, F_GETFL)
         guard flags >= 0, fcntl(socket.fileDescriptor, F_SETFL, flags | O_NONBLOCK) == 0 else {
             throw SystemError(path: "\(socket.localAddress)", operation: "make non-blocking the socket", errno: errno)
@@ -88,12 +86,12 @@ public final class AcceptedConnections: AsyncSequence, Sendable {
     }
 
     /// ``stop(deadline:)`` at `gracePeriod` from now.
-    public func stop(gracePeriod: Duration) {
+    package func stop(gracePeriod: Duration) {
         stop(deadline: ContinuousClock.now.advanced(by: gracePeriod))
     }
 
     /// True once ``stop(deadline:)`` was called.
-    public var isStopped: Bool { poller.stopDeadline != nil }
+    package var isStopped: Bool { poller.stopDeadline != nil }
 
     /// Connections accepted and not yet closed (for a connection limit).
     public var openConnections: Int { poller.openConnectionCount }

@@ -12,9 +12,9 @@ import VigilPlatform
 /// When journald cannot take an entry (frozen, or its queue full) the entry is dropped and
 /// counted, and a later entry reports the count (see `JournalSocket`); logging never stalls
 /// the caller. When journald is not there at all, the entry goes to stderr instead.
-public struct JournalLogHandler: LevelControlledLogHandler {
-    public var metadata: Logger.Metadata = [:]
-    public var metadataProvider: Logger.MetadataProvider?
+package struct JournalLogHandler: LevelControlledLogHandler {
+    package var metadata: Logger.Metadata = [:]
+    package var metadataProvider: Logger.MetadataProvider?
     package let levelControl: LogLevelControl
 
     private let label: String
@@ -28,7 +28,7 @@ public struct JournalLogHandler: LevelControlledLogHandler {
     ///   - identifier: `SYSLOG_IDENTIFIER`, usually the program name (`journalctl -t`).
     ///   - levelControl: the shared, run-time adjustable level.
     ///   - metadataProvider: metadata added to every entry, as swift-log's handlers take it.
-    public init(
+    package init(
         label: String,
         identifier: String,
         levelControl: LogLevelControl,
@@ -58,7 +58,7 @@ public struct JournalLogHandler: LevelControlledLogHandler {
         self.socket = socket
     }
 
-    public func log(event: LogEvent) {
+    package func log(event: LogEvent) {
         var entry = JournalEntry.Buffer()
         JournalEntry.build(
             event: event,

@@ -11,13 +11,13 @@ package protocol LevelControlledLogHandler: LogHandler {
 extension LevelControlledLogHandler {
     /// The level comes from the shared ``LogLevelControl``; setting it changes every handler
     /// that shares the control.
-    public var logLevel: Logger.Level {
+    package var logLevel: Logger.Level {
         get { levelControl.level }
         set { levelControl.level = newValue }
     }
 
     /// The handler's own metadata value for `key`.
-    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+    package subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
         set { metadata[key] = newValue }
     }

@@ -19,13 +19,13 @@ package struct LifecycleLogger: LifecycleObserver {
     }
 
     package func observe(_ record: LifecycleRecord) {
-        switch record {
+        switch record.kind {
         case .started(let generation, let timeToReady):
             log(
                 .notice,
                 "Started \(version) in \(timeToReady.microseconds / 1000) ms, configuration generation \(generation)",
                 .started,
-                "started",
+                record.event.description,
                 [
                     "VIGIL_GENERATION": "\(generation)", "VIGIL_DURATION_USEC": "\(timeToReady.microseconds)",
                     "VIGIL_VERSION": "\(version)", "VIGIL_PID": "\(getpid())",
@@ -36,7 +36,7 @@ package struct LifecycleLogger: LifecycleObserver {
                 .critical,
                 "Start-up failed in \(listener): \(reason)",
                 .startFailed,
-                "start-failed",
+                record.event.description,
                 ["VIGIL_LISTENER": "\(listener)", "VIGIL_REASON": "\(reason)"]
             )
         case .reloadApplied(let generation, let duration):
@@ -44,7 +44,7 @@ package struct LifecycleLogger: LifecycleObserver {
                 .notice,
                 "Reload applied: configuration generation \(generation) is now in force",
                 .reloadApplied,
-                "reload-applied",
+                record.event.description,
                 ["VIGIL_GENERATION": "\(generation)", "VIGIL_DURATION_USEC": "\(duration.microseconds)"]
             )
         case .reloadRejected(let rejection, let generation, let duration):
@@ -52,7 +52,7 @@ package struct LifecycleLogger: LifecycleObserver {
                 .error,
                 "Reload rejected by \(rejection.listener): \(rejection.reason). Still running generation \(generation).",
                 .reloadRejected,
-                "reload-rejected",
+                record.event.description,
                 [
                     "VIGIL_GENERATION": "\(generation)", "VIGIL_LISTENER": "\(rejection.listener)",
                     "VIGIL_REASON": "\(rejection.reason)",
@@ -60,24 +60,24 @@ package struct LifecycleLogger: LifecycleObserver {
                 ]
             )
         case .userSignal(let signal):
-            log(.info, "Handled \(signal)", .userSignal, "user-signal", ["VIGIL_SIGNAL": "\(signal)"])
+            log(.info, "Handled \(signal)", .userSignal, record.event.description, ["VIGIL_SIGNAL": "\(signal)"])
         case .memoryPressure(let skipped):
             log(
                 .notice,
                 "Memory pressure reported by the service manager: asked every listener to release what it can"
                     + (skipped > 0 ? " (\(skipped) more report(s) within the rate limit were dropped)" : ""),
                 .memoryPressure,
-                "memory-pressure",
+                record.event.description,
                 ["VIGIL_SKIPPED": "\(skipped)"]
             )
         case .stopping(let reason):
-            log(.notice, "Stopping (\(reason))", .stopping, "stopping", ["VIGIL_REASON": "\(reason)"])
+            log(.notice, "Stopping (\(reason))", .stopping, record.event.description, ["VIGIL_REASON": "\(reason)"])
         case .stopped(let uptime):
             log(
                 .notice,
                 "Stopped after \(uptime.components.seconds) s",
                 .stopped,
-                "stopped",
+                record.event.description,
                 ["VIGIL_UPTIME_USEC": "\(uptime.microseconds)"]
             )
         case .listenerFailed:
@@ -87,22 +87,25 @@ package struct LifecycleLogger: LifecycleObserver {
                 .critical,
                 "Fatal fault in \(listener): \(reason); asking systemd to restart the daemon",
                 .watchdogFault,
-                "fatal-fault",
+                record.event.description,
                 ["VIGIL_LISTENER": "\(listener)", "VIGIL_REASON": "\(reason)"]
             )
         }
     }
 
+    /// Builds the entry only when `level` is logged: a user signal at `info` costs a daemon
+    /// logging at `notice` no string and no metadata.
     private func log(
         _ level: Logger.Level,
-        _ message: String,
+        _ message: @autoclosure () -> String,
         _ id: LifecycleMessageID,
         _ event: String,
-        _ fields: Logger.Metadata
+        _ fields: @autoclosure () -> Logger.Metadata
     ) {
-        var metadata = fields
+        guard logger.logLevel <= level else { return }
+        var metadata = fields()
         metadata["MESSAGE_ID"] = .string(id.rawValue)
         metadata["VIGIL_EVENT"] = .string(event)
-        logger.log(level: level, "\(message)", metadata: metadata)
+        logger.log(level: level, "\(message())", metadata: metadata)
     }
 }

@@ -11,7 +11,7 @@ public struct ListenedFileDescriptor: Sendable, Hashable {
     public let name: String
 
     /// A descriptor under a name, as systemd passes it (tests and the test kit make these).
-    public init(fileDescriptor: Int32, name: String) {
+    package init(fileDescriptor: Int32, name: String) {
         self.fileDescriptor = fileDescriptor
         self.name = name
     }

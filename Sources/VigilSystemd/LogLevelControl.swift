@@ -2,17 +2,18 @@ import Logging
 import Synchronization
 
 /// A log level shared by every handler Vigil makes, adjustable while the daemon runs
-/// (the logging listener applies `logLevel` from the configuration on every reload).
-public final class LogLevelControl: Sendable {
+/// (the logging listener applies `logLevel` from the configuration on every reload; a daemon
+/// sets it through `DaemonLogging.level`).
+package final class LogLevelControl: Sendable {
     private let storage: Atomic<UInt8>
 
     /// Creates a control starting at `level`.
-    public init(_ level: Logger.Level = .info) {
+    package init(_ level: Logger.Level = .info) {
         storage = Atomic(Self.code(level))
     }
 
     /// The level in force.
-    public var level: Logger.Level {
+    package var level: Logger.Level {
         get { Self.levels[Int(storage.load(ordering: .relaxed))] }
         set { storage.store(Self.code(newValue), ordering: .relaxed) }
     }

@@ -10,24 +10,24 @@ import VigilPlatform
 ///   an entry stays one line and cannot forge another priority.
 /// - ``Format/terminal(colors:)``: for a person: `2026-11-21 19:45:30.123 info vigild: message
 ///   key=value`, the level coloured when `colors` is on.
-public struct StderrLogHandler: LevelControlledLogHandler {
+package struct StderrLogHandler: LevelControlledLogHandler {
     /// How lines look.
-    public enum Format: Sendable, Hashable {
+    package enum Format: Sendable, Hashable {
         /// `<N>` priority prefix, no time (the journal adds it).
         case syslogPrefixed
         /// Local time, level, label, message, metadata; ANSI colours when `colors`.
         case terminal(colors: Bool)
     }
 
-    public var metadata: Logger.Metadata = [:]
-    public var metadataProvider: Logger.MetadataProvider?
+    package var metadata: Logger.Metadata = [:]
+    package var metadataProvider: Logger.MetadataProvider?
     package let levelControl: LogLevelControl
 
     private let label: String
     private let format: Format
 
     /// Creates a handler writing `format` lines for the logger `label`.
-    public init(
+    package init(
         label: String,
         format: Format,
         levelControl: LogLevelControl,
@@ -39,7 +39,7 @@ public struct StderrLogHandler: LevelControlledLogHandler {
         self.metadataProvider = metadataProvider
     }
 
-    public func log(event: LogEvent) {
+    package func log(event: LogEvent) {
         var line = EscapedLine()
         line.entry(
             format: format,

@@ -7,12 +7,12 @@ import VigilPlatform
 /// only after `probe` made a round trip through the mediator and its listeners; a wedged mediator
 /// means no ping, and systemd restarts the daemon. With the watchdog off there is no `Watchdog`
 /// and so no timer and no periodic wake-up.
-public struct Watchdog: Sendable {
+package struct Watchdog: Sendable {
     /// The interval systemd enforces (`WatchdogSec=`).
-    public let interval: Duration
+    package let interval: Duration
 
     /// Creates a watchdog with an explicit interval (tests, or a daemon's own choice).
-    public init(interval: Duration) {
+    package init(interval: Duration) {
         self.interval = interval
     }
 
@@ -20,7 +20,7 @@ public struct Watchdog: Sendable {
     ///
     /// Reads `WATCHDOG_USEC` and honours `WATCHDOG_PID`, as `sd_watchdog_enabled(0, &usec)` does
     /// (see `init(environment:pid:)`); the variables stay set.
-    public static func fromEnvironment() -> Watchdog? {
+    package static func fromEnvironment() -> Watchdog? {
         Watchdog(environment: { getenv($0).map { String(cString: $0) } }, pid: getpid())
     }
 

@@ -28,9 +28,14 @@ public final class RecordingNotifier: ServiceManagerNotifier {
 public final class RecordingObserver: LifecycleObserver {
     /// The records, in order.
     public let records = AsyncRecorder<LifecycleRecord>()
+    /// The same records with everything they carry, for the package's own tests to match.
+    package let kinds = AsyncRecorder<LifecycleRecord.Kind>()
 
     /// Creates an empty recorder.
     public init() {}
 
-    public func observe(_ record: LifecycleRecord) { records.append(record) }
+    public func observe(_ record: LifecycleRecord) {
+        records.append(record)
+        kinds.append(record.kind)
+    }
 }

@@ -1,10 +1,14 @@
 import Logging
 import Vigil
 
-/// A ``Vigil/Daemon`` running in this process, wired to recorders, as ``withRunningDaemon(listeners:startupCommands:budgets:signals:watchdog:values:logger:clock:_:)`` hands it to a test.
+/// A ``Vigil/Daemon`` running in this process, wired to recorders, as ``withRunningDaemon(listeners:startupCommands:budgets:watchdogInterval:values:logger:clock:_:)`` hands it to a test.
 public struct RunningDaemon: Sendable {
-    /// The daemon's running mediator.
-    public let group: ListenerGroup
+    /// The daemon's running mediator (the package's own tests drive it directly).
+    package let group: ListenerGroup
+    /// The context its listeners receive: ask it for a reload, a user signal or a stop as the
+    /// daemon's signals would (``VigilLifecycle/ListenerContext/requestReload()``), read the
+    /// generation in force and the shared values.
+    public var context: ListenerContext { group.context }
     /// Every notification it sent (watchdog pings among them).
     public let notifier: RecordingNotifier
     /// Every lifecycle record it reported.
@@ -23,18 +27,17 @@ public struct StoppedBeforeReady: Error, CustomStringConvertible {
 /// `READY=1`, runs `body`, then stops the daemon and waits until every listener stopped.
 ///
 /// Throws what made the run fail: the start-up error when the daemon never became ready (at
-/// once, not after a timeout), or the ``VigilLifecycle/ListenerGroupError`` of a stop that failed.
+/// once, not after a timeout), or the error of a stop that failed.
 ///
-/// By default the daemon owns no signals (tests call `requestReload()` and friends instead)
-/// and has no watchdog; pass a ``VigilLifecycle/SignalMap`` to test real signals, and never map
-/// `SIGTERM`/`SIGINT` in the test runner. Pass a ``TestClock`` to run its budgets, probe
-/// timeouts, watchdog rounds and periodic tasks on time the test advances by hand.
+/// The daemon owns no signals (tests call ``RunningDaemon/context``'s `requestReload()` and
+/// friends instead) and has no watchdog unless `watchdogInterval` is given (what `WatchdogSec=`
+/// says: it pings at half of it, after each health probe). Pass a ``TestClock`` to run its
+/// budgets, probe timeouts, watchdog rounds and periodic tasks on time the test advances by hand.
 public func withRunningDaemon<Result: Sendable>(
     listeners: [any Listener],
     startupCommands: [any StartupCommand] = [],
     budgets: ListenerBudgets = ListenerBudgets(),
-    signals: SignalMap = SignalMap(),
-    watchdog: Watchdog? = nil,
+    watchdogInterval: Duration? = nil,
     values: ValueStore = ValueStore(),
     logger: Logger = Logger(label: "vigil-test", factory: { _ in SwiftLogNoOpLogHandler() }),
     clock: TestClock? = nil,
@@ -52,10 +55,10 @@ public func withRunningDaemon<Result: Sendable>(
         logging: DaemonLogging(levelControl: LogLevelControl(), logger: logger, destination: .syslogPrefixedStderr)
     )
     daemon.notifier = ProgressNotifier(recorder: notifier, progress: progress)
-    daemon.signals = signals
+    daemon.signals = SignalMap()
     daemon.budgets = budgets
     daemon.observers = [observer]
-    daemon.watchdog = watchdog
+    daemon.watchdog = watchdogInterval.map { Watchdog(interval: $0) }
     if let clock { daemon.clock = clock.loopClock }
     let running = Task { [daemon] in
         let failure = await daemon.run(whenCreated: { progress.append(.created($0)) })

@@ -48,7 +48,7 @@ enum Vigild {
             path: options.stateFile,
             checkpointInterval: { .seconds(fractional: $0.persistence.checkpointInterval) }
         )
-        let logLevel = LoggingListener<VigildConfiguration>(control: options.logging.levelControl) { $0.level }
+        let logLevel = LoggingListener<VigildConfiguration>(logging: options.logging) { $0.level }
         let heartbeat = HeartbeatWorker()
         options.status.addKeys { () -> StatusKeys? in
             // None while starting: a count of 0 and the default interval would be guesses.

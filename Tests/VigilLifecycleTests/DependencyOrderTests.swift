@@ -74,7 +74,7 @@ import VigilTesting
         #expect(storage.members.map(\.name) == ["files", "index"])
         try await withRunningDaemon(listeners: [storage, RecordingListener("config", log: log)]) { daemon in
             daemon.group.requestReload()
-            try await daemon.observer.records.wait {
+            try await daemon.observer.kinds.wait {
                 $0.contains { if case .reloadApplied = $0 { true } else { false } }
             }
         }
@@ -99,7 +99,7 @@ import VigilTesting
         )
         try await withRunningDaemon(listeners: [storage]) { daemon in
             daemon.group.requestReload()
-            let records = try await daemon.observer.records.wait {
+            let records = try await daemon.observer.kinds.wait {
                 $0.contains { if case .reloadRejected = $0 { true } else { false } }
             }
             #expect(

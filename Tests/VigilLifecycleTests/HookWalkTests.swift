@@ -36,16 +36,16 @@ import VigilTesting
             try await log.wait { $0.contains("wedged.userSignal") }
             try await clock.waitForSleep(until: .milliseconds(50))
             clock.advance(by: .milliseconds(49))
-            #expect(!daemon.observer.records.values.contains(.userSignal(.sigusr1)))
+            #expect(!daemon.observer.kinds.values.contains(.userSignal(.sigusr1)))
             clock.advance(by: .milliseconds(1))
-            try await daemon.observer.records.wait { $0.contains(.userSignal(.sigusr1)) }
+            try await daemon.observer.kinds.wait { $0.contains(.userSignal(.sigusr1)) }
         }
         let observer = try #require(observers.values.first)
         #expect(log.values.contains("slow.userSignal.done"))
         #expect(log.values.contains("last.userSignal.done"))
         #expect(!log.values.contains("wedged.userSignal.done"))
         #expect(
-            observer.records.values.contains(
+            observer.kinds.values.contains(
                 .listenerFailed(
                     listener: "wedged",
                     event: "user signal SIGUSR1",

@@ -3,7 +3,7 @@ import Testing
 import VigilLifecycle
 import VigilTesting
 
-private func failures(_ records: [LifecycleRecord]) -> [String] {
+private func failures(_ records: [LifecycleRecord.Kind]) -> [String] {
     records.compactMap {
         if case .listenerFailed(let listener, let event, let reason) = $0 {
             "\(listener) \(event): \(reason)"
@@ -31,7 +31,7 @@ private func failures(_ records: [LifecycleRecord]) -> [String] {
             try await withRunningDaemon(listeners: listeners) { daemon in
                 observers.append(daemon.observer)
                 daemon.group.requestUserSignal(.sigusr1)
-                try await daemon.observer.records.wait { $0.contains(.userSignal(.sigusr1)) }
+                try await daemon.observer.kinds.wait { $0.contains(.userSignal(.sigusr1)) }
             }
         }
         #expect(error?.code == .stopFailed)
@@ -40,7 +40,7 @@ private func failures(_ records: [LifecycleRecord]) -> [String] {
         #expect(log.values.contains("last.userSignal.done"))
         #expect(log.values.contains("first.terminate.done"))
         #expect(
-            failures(observer.records.values) == [
+            failures(observer.kinds.values) == [
                 "broken user signal SIGUSR1: disk full", "broken terminate: cannot flush",
             ]
         )
@@ -63,7 +63,7 @@ private func failures(_ records: [LifecycleRecord]) -> [String] {
             try await withRunningDaemon(listeners: listeners) { daemon in
                 observers.append(daemon.observer)
                 daemon.group.requestUserSignal(.sigusr2)
-                try await daemon.observer.records.wait { $0.contains(.userSignal(.sigusr2)) }
+                try await daemon.observer.kinds.wait { $0.contains(.userSignal(.sigusr2)) }
             }
         }
         #expect(error?.code == .stopFailed)
@@ -72,7 +72,7 @@ private func failures(_ records: [LifecycleRecord]) -> [String] {
         #expect(log.values.contains("last.userSignal.done"))
         #expect(log.values.contains("first.terminate.done"))
         #expect(
-            failures(observer.records.values) == [
+            failures(observer.kinds.values) == [
                 "wedged user signal SIGUSR2: did not finish within its user-signal budget of 50 ms",
                 "wedged terminate: did not finish within its terminate budget of 50 ms",
             ]
@@ -217,12 +217,12 @@ private func failures(_ records: [LifecycleRecord]) -> [String] {
         }
         try await withRunningDaemon(listeners: [Faulty()]) { daemon in
             daemon.group.requestUserSignal()
-            try await daemon.observer.records.wait { $0.contains(.userSignal(.sigusr1)) }
+            try await daemon.observer.kinds.wait { $0.contains(.userSignal(.sigusr1)) }
             #expect(
                 daemon.notifier.datagrams.contains("STATUS=Fatal fault in faulty: state store lost\nWATCHDOG=trigger")
             )
             #expect(
-                daemon.observer.records.values.contains(.fatalFault(listener: "faulty", reason: "state store lost"))
+                daemon.observer.kinds.values.contains(.fatalFault(listener: "faulty", reason: "state store lost"))
             )
         }
     }

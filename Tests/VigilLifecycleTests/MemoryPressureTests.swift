@@ -40,12 +40,12 @@ import VigilTesting
         ]
         try await Self.withGroup(listeners, interval: .seconds(1)) { group, observer in
             group.requestMemoryPressure()
-            try await observer.records.wait { $0.contains(.memoryPressure(skipped: 0)) }
+            try await observer.kinds.wait { $0.contains(.memoryPressure(skipped: 0)) }
             #expect(
-                observer.records.values.contains(
+                observer.kinds.values.contains(
                     .listenerFailed(listener: "store", event: "memory pressure", reason: "busy")
                 ),
-                "\(observer.records.values)"
+                "\(observer.kinds.values)"
             )
         }
         #expect(
@@ -86,13 +86,13 @@ import VigilTesting
             group,
             observer in
             let events: @Sendable () -> [Int] = {
-                observer.records.values.compactMap { record -> Int? in
+                observer.kinds.values.compactMap { record -> Int? in
                     if case .memoryPressure(let skipped) = record { return skipped }
                     return nil
                 }
             }
             for _ in 0..<100 { group.requestMemoryPressure() }
-            try await observer.records.wait { $0.contains { if case .memoryPressure = $0 { true } else { false } } }
+            try await observer.kinds.wait { $0.contains { if case .memoryPressure = $0 { true } else { false } } }
             // One report 1 ms short of the interval (dropped), one past it (let through), one
             // 1 ms short again (dropped), one exactly at the interval (let through).
             for at in [299, 600, 899, 900] {
@@ -102,7 +102,7 @@ import VigilTesting
             // Every drop is counted in the next event's record: 99 + 1 + 1. (Events may collapse
             // while one waits, so their number is 2 or 3; a wrong interval changes the count of
             // drops: one let through too early, or one dropped at the interval, is never counted.)
-            try await observer.records.wait(timeout: .seconds(5), "101 dropped reports counted") { records in
+            try await observer.kinds.wait(timeout: .seconds(5), "101 dropped reports counted") { records in
                 records.reduce(0) { sum, record in
                     if case .memoryPressure(let skipped) = record { sum + skipped } else { sum }
                 } >= 101
@@ -121,7 +121,7 @@ import VigilTesting
             try await log.wait { $0.contains("slow.terminate") }
             group.requestMemoryPressure()
             gate.open()
-            try await observer.records.wait { $0.contains { if case .stopped = $0 { true } else { false } } }
+            try await observer.kinds.wait { $0.contains { if case .stopped = $0 { true } else { false } } }
         }
         #expect(!log.values.contains("slow.memoryPressure"))
     }

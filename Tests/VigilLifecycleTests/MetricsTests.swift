@@ -36,12 +36,12 @@ import VigilTesting
         #expect(try metrics.expectGauge("vigil_configuration_generation").lastValue == 1)
 
         group.requestReload()
-        try await observer.records.wait { $0.contains { if case .reloadApplied = $0 { true } else { false } } }
+        try await observer.kinds.wait { $0.contains { if case .reloadApplied = $0 { true } else { false } } }
         picky.setBehavior(.fail("no"), for: "prepare")
         group.requestReload()
-        try await observer.records.wait { $0.contains { if case .reloadRejected = $0 { true } else { false } } }
+        try await observer.kinds.wait { $0.contains { if case .reloadRejected = $0 { true } else { false } } }
         group.requestUserSignal(.sigusr1)
-        try await observer.records.wait { $0.contains(.userSignal(.sigusr1)) }
+        try await observer.kinds.wait { $0.contains(.userSignal(.sigusr1)) }
         group.requestTermination(.requested("test"))
         try await running.value
 

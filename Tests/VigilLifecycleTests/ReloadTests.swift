@@ -3,11 +3,11 @@ import Testing
 import VigilLifecycle
 import VigilTesting
 
-private func isApplied(_ record: LifecycleRecord) -> Bool {
+private func isApplied(_ record: LifecycleRecord.Kind) -> Bool {
     if case .reloadApplied = record { true } else { false }
 }
 
-private func isRejected(_ record: LifecycleRecord) -> Bool {
+private func isRejected(_ record: LifecycleRecord.Kind) -> Bool {
     if case .reloadRejected = record { true } else { false }
 }
 
@@ -47,7 +47,7 @@ private struct Reader: Listener {
         {
             daemon in
             daemon.group.requestReload()
-            try await daemon.observer.records.wait { $0.contains(where: isApplied) }
+            try await daemon.observer.kinds.wait { $0.contains(where: isApplied) }
             #expect(daemon.group.context.generation == 2)
             #expect(daemon.group.context.values[ProposedSetting.self] == "v2")
             let datagrams = daemon.notifier.datagrams
@@ -76,7 +76,7 @@ private struct Reader: Listener {
         ]
         try await withRunningDaemon(listeners: listeners) { daemon in
             daemon.group.requestReload()
-            let records = try await daemon.observer.records.wait { $0.contains(where: isRejected) }
+            let records = try await daemon.observer.kinds.wait { $0.contains(where: isRejected) }
             guard case .reloadRejected(let rejection, let generation, _) = records.first(where: isRejected) else {
                 Issue.record("no rejection")
                 return
@@ -108,10 +108,10 @@ private struct Reader: Listener {
         ]
         try await withRunningDaemon(listeners: listeners) { daemon in
             daemon.group.requestReload()
-            try await daemon.observer.records.wait { $0.contains(where: isRejected) }
+            try await daemon.observer.kinds.wait { $0.contains(where: isRejected) }
             listeners[0].setBehavior(.succeed, for: "prepare")
             daemon.group.requestReload()
-            let records = try await daemon.observer.records.wait { $0.filter(isRejected).count == 2 }
+            let records = try await daemon.observer.kinds.wait { $0.filter(isRejected).count == 2 }
             let reasons = records.compactMap { record -> String? in
                 if case .reloadRejected(let rejection, _, _) = record { "\(rejection)" } else { nil }
             }
@@ -128,12 +128,12 @@ private struct Reader: Listener {
             try await log.wait { $0.contains("config.prepare") }
             for _ in 0..<1000 { daemon.group.requestReload() }
             gate.open()
-            try await daemon.observer.records.wait { $0.filter(isApplied).count == 2 }
+            try await daemon.observer.kinds.wait { $0.filter(isApplied).count == 2 }
             // A user signal is handled after any pending reload: once it is recorded, a third
             // reload would have been too.
             daemon.group.requestUserSignal()
-            try await daemon.observer.records.wait { $0.contains(.userSignal(.sigusr1)) }
-            #expect(daemon.observer.records.values.filter(isApplied).count == 2)
+            try await daemon.observer.kinds.wait { $0.contains(.userSignal(.sigusr1)) }
+            #expect(daemon.observer.kinds.values.filter(isApplied).count == 2)
             #expect(daemon.group.context.generation == 3)
         }
         // Never overlapping: each prepare finished before the next began.
@@ -159,7 +159,7 @@ private struct Reader: Listener {
                 "config.commit", "config.commit.done", "config.terminate", "config.terminate.done",
             ]
         )
-        let kinds = observer.records.values.map { record -> String in
+        let kinds = observer.kinds.values.map { record -> String in
             switch record {
             case .started: "started"
             case .reloadApplied: "applied"

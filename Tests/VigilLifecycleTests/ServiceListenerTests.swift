@@ -17,7 +17,7 @@ private final class Timeline: ServiceManagerNotifier, LifecycleObserver {
     }
 
     func observe(_ record: LifecycleRecord) {
-        switch record {
+        switch record.kind {
         case .started: log.append("record started")
         case .startFailed(let listener, let reason): log.append("record startFailed \(listener): \(reason)")
         case .stopped: log.append("record stopped")

@@ -57,18 +57,27 @@ import VigilTesting
         signals[.sigalrm] = .reload
         signals[.realTime(4)] = .reload
         let log = AsyncRecorder<String>()
-        try await withRunningDaemon(listeners: [RecordingListener("l", log: log)], signals: signals) { daemon in
-            kill(getpid(), SIGUSR2)
-            try await daemon.observer.records.wait { $0.contains(.userSignal(.sigusr2)) }
-            kill(getpid(), SIGALRM)
-            try await daemon.observer.records.wait {
-                $0.contains { if case .reloadApplied(2, _) = $0 { true } else { false } }
-            }
-            kill(getpid(), ProcessSignal.realTime(4).rawValue)
-            try await daemon.observer.records.wait {
-                $0.contains { if case .reloadApplied(3, _) = $0 { true } else { false } }
-            }
+        let notifier = RecordingNotifier()
+        let observer = RecordingObserver()
+        let group = try ListenerGroup(
+            listeners: [RecordingListener("l", log: log)],
+            configuration: .init(logger: .init(label: "test"), signals: signals, observers: [observer])
+                .reporting(to: notifier)
+        )
+        let running = Task { try await group.run() }
+        try await notifier.waitForReady()
+        kill(getpid(), SIGUSR2)
+        try await observer.kinds.wait { $0.contains(.userSignal(.sigusr2)) }
+        kill(getpid(), SIGALRM)
+        try await observer.kinds.wait {
+            $0.contains { if case .reloadApplied(2, _) = $0 { true } else { false } }
         }
+        kill(getpid(), ProcessSignal.realTime(4).rawValue)
+        try await observer.kinds.wait {
+            $0.contains { if case .reloadApplied(3, _) = $0 { true } else { false } }
+        }
+        group.requestTermination(.requested("test"))
+        try await running.value
     }
 }
 

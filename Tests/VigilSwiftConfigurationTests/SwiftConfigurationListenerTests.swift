@@ -41,7 +41,7 @@ import VigilTesting
             // Rejected: out of range. The reload is rejected by the listener's prepare.
             writeFile(path, "{\n  \"http\": { \"port\": 70000 },\n  \"greeting\": \"bad\"\n}")
             daemon.group.requestReload()
-            let records = try await daemon.observer.records.wait("the rejection") {
+            let records = try await daemon.observer.kinds.wait("the rejection") {
                 $0.contains { if case .reloadRejected = $0 { true } else { false } }
             }
             let rejection = records.lazy.compactMap { record -> ReloadTransaction.Rejection? in
@@ -58,7 +58,7 @@ import VigilTesting
             try await watching.value
             #expect(seen.values == [8080, 9090], "the rejected 70000 never reached the watcher")
             #expect(configuration.reader.string(forKey: "greeting") == "hi")
-            try await daemon.observer.records.wait("the applied reload") {
+            try await daemon.observer.kinds.wait("the applied reload") {
                 $0.contains { if case .reloadApplied = $0 { true } else { false } }
             }
             #expect(daemon.group.context.generation == 2)

@@ -102,7 +102,7 @@ import VigilTesting
         let logger = Logger(label: "t") { [handler] _ in handler }
         try await withRunningDaemon(listeners: [RecordingListener("worker", log: AsyncRecorder())], logger: logger) {
             daemon in
-            _ = try await daemon.observer.records.wait { $0.contains { if case .started = $0 { true } else { false } } }
+            _ = try await daemon.observer.kinds.wait { $0.contains { if case .started = $0 { true } else { false } } }
         }
         let ids = handler.entries.compactMap { $0.metadata["MESSAGE_ID"] }
         #expect(ids.contains(.string(LifecycleMessageID.started.rawValue)), "\(handler.entries)")
@@ -113,7 +113,7 @@ import VigilTesting
         let log = AsyncRecorder<String>()
         try await withRunningDaemon(
             listeners: [RecordingListener("worker", log: log)],
-            watchdog: Watchdog(interval: .milliseconds(100))
+            watchdogInterval: .milliseconds(100)
         ) { daemon in
             try await daemon.notifier.notifications.wait("two pings") { $0.filter { $0 == [.watchdog] }.count >= 2 }
             #expect(log.values.contains("worker.health.done"))
@@ -130,5 +130,38 @@ import VigilTesting
         }
         #expect(error?.code == .startFailed)
         #expect(error?.message.contains("no disk") == true, "\(String(describing: error))")
+    }
+}
+
+@Suite struct DaemonLoggingTests {
+    private static func logging(_ level: Logger.Level) -> (DaemonLogging, LogLevelControl) {
+        let control = LogLevelControl(level)
+        let logging = DaemonLogging(
+            levelControl: control,
+            logger: Logger(label: "t"),
+            destination: .syslogPrefixedStderr
+        )
+        return (logging, control)
+    }
+
+    @Test func settingTheLevelChangesEveryHandlerAtOnce() {
+        let (logging, control) = Self.logging(.info)
+        let handler = StderrLogHandler(label: "a", format: .syslogPrefixed, levelControl: control)
+        logging.level = .debug
+        #expect(logging.level == .debug)
+        #expect(handler.logLevel == .debug)
+    }
+
+    @Test func theLoggingListenerAppliesTheConfiguredLevelAtStart() async throws {
+        let (logging, _) = Self.logging(.info)
+        let values = ValueStore()
+        var configuration = SampleConfiguration()
+        configuration.verbose = true
+        values[CurrentConfiguration<SampleConfiguration>.self] = configuration
+        let listener = LoggingListener<SampleConfiguration>(logging: logging) { $0.verbose ? .debug : .notice }
+        let configurationStandIn = RecordingListener("configuration", log: AsyncRecorder<RecordingListener.Call>())
+        try await withRunningDaemon(listeners: [configurationStandIn, listener], values: values) { _ in
+            #expect(logging.level == .debug)
+        }
     }
 }

@@ -149,7 +149,7 @@ private func monotonicNow() -> ContinuousClock.Instant { ContinuousClock.now }
             #expect(current() == "from the file")
             unlink(path)
             daemon.group.requestReload()
-            let records = try await daemon.observer.records.wait {
+            let records = try await daemon.observer.kinds.wait {
                 $0.contains { if case .reloadRejected = $0 { true } else { false } }
             }
             guard case .reloadRejected(let rejection, 1, _) = records.last else {
@@ -164,7 +164,7 @@ private func monotonicNow() -> ContinuousClock.Instant { ContinuousClock.now }
 
             writeFile(path, "{}")
             daemon.group.requestReload()
-            try await daemon.observer.records.wait {
+            try await daemon.observer.kinds.wait {
                 $0.contains { if case .reloadApplied(2, _) = $0 { true } else { false } }
             }
             #expect(current() == "sample", "{} runs on the defaults")
@@ -175,7 +175,7 @@ private func monotonicNow() -> ContinuousClock.Instant { ContinuousClock.now }
         let optional = ConfigurationListener<SampleConfiguration>(source: .file(path, required: false))
         try await withRunningDaemon(listeners: [optional]) { daemon in
             daemon.group.requestReload()
-            try await daemon.observer.records.wait {
+            try await daemon.observer.kinds.wait {
                 $0.contains { if case .reloadApplied(2, _) = $0 { true } else { false } }
             }
         }

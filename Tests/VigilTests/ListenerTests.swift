@@ -34,7 +34,7 @@ struct PortListener: Listener {
 
             writeFile(path, "{ \"server\": { \"port\": 9000 } }")
             daemon.group.requestReload()
-            try await daemon.observer.records.wait {
+            try await daemon.observer.kinds.wait {
                 $0.contains { if case .reloadApplied(2, _) = $0 { true } else { false } }
             }
             #expect(current() == 9000)
@@ -42,7 +42,7 @@ struct PortListener: Listener {
             // Valid for the configuration listener, rejected by another: nothing changes.
             writeFile(path, "{ \"server\": { \"port\": 80 } }")
             daemon.group.requestReload()
-            try await daemon.observer.records.wait {
+            try await daemon.observer.kinds.wait {
                 $0.contains { if case .reloadRejected = $0 { true } else { false } }
             }
             #expect(current() == 9000)
@@ -51,7 +51,7 @@ struct PortListener: Listener {
             // Broken file: the configuration listener rejects, naming file, line and key.
             writeFile(path, "{ \"server\": { \"port\": \"eighty\" } }")
             daemon.group.requestReload()
-            let records = try await daemon.observer.records.wait {
+            let records = try await daemon.observer.kinds.wait {
                 $0.filter { if case .reloadRejected = $0 { true } else { false } }.count == 2
             }
             guard case .reloadRejected(let rejection, 2, _) = records.last else {
@@ -184,7 +184,7 @@ struct PortListener: Listener {
             #expect(access(path + ".running", F_OK) == 0, "the marker exists while running")
             try first.store?.set(Counter(count: 1), forKey: "worker")
             daemon.group.requestUserSignal(.sigusr1)
-            try await daemon.observer.records.wait { $0.contains(.userSignal(.sigusr1)) }
+            try await daemon.observer.kinds.wait { $0.contains(.userSignal(.sigusr1)) }
             #expect(readFile(path)?.contains("\"count\": 1") == true)
             try first.store?.set(Counter(count: 2), forKey: "worker")
         }
@@ -268,7 +268,7 @@ struct PortListener: Listener {
             for generation in 2...3 {
                 clock.advance(by: .milliseconds(80))
                 daemon.group.requestReload()
-                try await daemon.observer.records.wait {
+                try await daemon.observer.kinds.wait {
                     $0.contains { if case .reloadApplied(generation, _) = $0 { true } else { false } }
                 }
             }

@@ -12,11 +12,11 @@ import VigilTesting
     let log = AsyncRecorder<RecordingListener.Call>()
     let worker = RecordingListener("worker", log: log, decision: .reject(reason: "not now"))
     try await withRunningDaemon(listeners: [worker]) { daemon in
-        daemon.group.requestReload()
+        daemon.context.requestReload()
         try await daemon.observer.records.wait("the rejection") {
-            $0.contains { if case .reloadRejected = $0 { true } else { false } }
+            $0.contains { $0.event == .reloadRejected }
         }
-        #expect(daemon.group.context.generation == 1)
+        #expect(daemon.context.generation == 1)
         #expect(log.values.contains("worker.prepare"))
     }
 }

@@ -88,7 +88,7 @@ import VigilTesting
             let failing = SystemCall.inject(.read, .pathContaining(path), errno: EIO)
             defer { failing.remove() }
             daemon.group.requestReload()
-            let records = try await daemon.observer.records.wait {
+            let records = try await daemon.observer.kinds.wait {
                 $0.contains { if case .reloadRejected = $0 { true } else { false } }
             }
             guard case .reloadRejected(let rejection, 1, _) = records.last else {
@@ -98,7 +98,7 @@ import VigilTesting
             #expect(rejection.reason == "\(path): cannot read the file: Input/output error")
             #expect(current() == "from the file", "the old configuration stays in force")
             daemon.group.requestReload()
-            try await daemon.observer.records.wait {
+            try await daemon.observer.kinds.wait {
                 $0.contains { if case .reloadApplied(2, _) = $0 { true } else { false } }
             }
             #expect(current() == "new")

@@ -15,13 +15,31 @@ import VigilSystemd
 // What the benchmarks in VigilBenchmarks.swift run against. Public API only: the fixtures that
 // the old in-package benchmark took from VigilTesting (`UnixDatagramSocket`, `DetachedThread`)
 // and VigildCore (`VigildConfiguration`) are `package` symbols, replaced here (BenchmarkSupport,
-// a pthread, `ReferenceConfiguration`).
+// a pthread, `ReferenceConfiguration`); the journal handler is the one `Daemon.bootstrapLogging`
+// picks when stderr is the journal (the stderr fallback, which it picks otherwise, is measured
+// in a process of its own: StderrBenchmarks).
 
-/// A listener that counts what it is given, and accepts every reload.
+/// swift-log bootstrapped once for this process as a daemon under systemd with stderr connected
+/// to the journal would be (`JOURNAL_STREAM` naming fd 2): every logger writes native journal
+/// entries. At `critical` except while the journal benchmark runs, so that the daemons of the
+/// other benchmarks build no entry for their lifecycle records.
+let benchmarkLogging: DaemonLogging = {
+    var info = stat()
+    let saved = getenv("JOURNAL_STREAM").map { String(cString: $0) }
+    if fstat(2, &info) == 0 { setenv("JOURNAL_STREAM", "\(info.st_dev):\(info.st_ino)", 1) }
+    defer {
+        if let saved { setenv("JOURNAL_STREAM", saved, 1) } else { unsetenv("JOURNAL_STREAM") }
+    }
+    return Daemon.bootstrapLogging(identifier: "vigild", level: .critical)
+}()
+
+/// A listener that counts what it is given, and accepts every reload; it keeps the context it
+/// started with, through which the benchmark asks the daemon for events as a listener would.
 final class CountingListener: Listener {
     let name: String
     let dependencies: [String]
     private let count = Atomic<Int>(0)
+    private let started = Mutex<ListenerContext?>(nil)
 
     init(name: String, dependencies: [String] = []) {
         self.name = name
@@ -29,6 +47,13 @@ final class CountingListener: Listener {
     }
 
     var deliveries: Int { count.load(ordering: .relaxed) }
+
+    /// The context the daemon handed this listener at start.
+    var context: ListenerContext? { started.withLock { $0 } }
+
+    func start(context: ListenerContext) async throws {
+        started.withLock { $0 = context }
+    }
 
     func userSignal(_ signal: ProcessSignal, context: ListenerContext) async throws {
         count.add(1, ordering: .relaxed)
@@ -50,7 +75,7 @@ final class RecordWaiter: LifecycleObserver {
 
     func observe(_ record: LifecycleRecord) {
         let kind: String
-        switch record {
+        switch record.event {
         case .started: kind = "started"
         case .userSignal: kind = "userSignal"
         case .reloadApplied, .reloadRejected: kind = "reload"
@@ -73,46 +98,49 @@ final class RecordWaiter: LifecycleObserver {
     }
 }
 
-/// A running `ListenerGroup` with a `RecordWaiter`, started in a benchmark's setup and stopped
-/// in its teardown.
-final class RunningGroup: Sendable {
-    private let running = Mutex<(group: ListenerGroup, task: Task<Void, any Error>)?>(nil)
+/// A running `Daemon` with a `RecordWaiter`, started in a benchmark's setup and stopped in its
+/// teardown. The benchmark asks it for events through the first listener's `ListenerContext`,
+/// as a daemon's own listener does (the mediator itself is not public API).
+final class RunningDaemon: Sendable {
+    private let running = Mutex<(task: Task<Int32, Never>, context: ListenerContext?)?>(nil)
     let waiter = RecordWaiter()
-    private static let quietLogger = Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }
 
-    func start(_ listeners: [any Listener]) async throws {
-        let group = try ListenerGroup(
-            listeners: listeners,
-            configuration: .init(
-                logger: Self.quietLogger,
-                signals: SignalMap(),
-                observers: [waiter]
-            )
+    func start(_ listeners: [CountingListener], with others: [any Listener] = []) async throws {
+        guard let first = listeners.first else { throw BenchmarkError("a daemon needs a counting listener") }
+        var daemon = Daemon(
+            identifier: "bench",
+            version: "bench",
+            listeners: others + listeners,
+            logging: benchmarkLogging
         )
+        daemon.observers = [waiter]
         await waiter.wait(for: "started") {
-            running.withLock { $0 = (group, Task { try await group.run() }) }
+            running.withLock { $0 = (Task { [daemon] in await daemon.run() }, nil) }
         }
+        guard let context = first.context else { throw BenchmarkError("the daemon started without its listeners") }
+        running.withLock { $0?.context = context }
     }
 
-    var group: ListenerGroup? { running.withLock { $0?.group } }
+    var context: ListenerContext? { running.withLock { $0?.context } }
 
     func stop() async throws {
         guard
-            let (group, task) = running.withLock({ running in
+            let (task, context) = running.withLock({ running in
                 defer { running = nil }; return running
             })
         else {
             return
         }
-        group.requestTermination(.requested("benchmark done"))
-        try await task.value
+        if let context { context.requestTermination("benchmark done") } else { task.cancel() }
+        let status = await task.value
+        guard status == 0 else { throw BenchmarkError("the daemon exited with status \(status)") }
     }
 }
 
 /// One SIGUSR1-style event to `listeners` counting listeners.
 final class FanOutFixture: Sendable {
     let listeners: [CountingListener]
-    let running = RunningGroup()
+    let running = RunningDaemon()
 
     init(listeners count: Int) {
         listeners = (0..<count).map { CountingListener(name: "listener-\($0)") }
@@ -121,8 +149,8 @@ final class FanOutFixture: Sendable {
     func start() async throws { try await running.start(listeners) }
 
     func event() async {
-        guard let group = running.group else { return }
-        await running.waiter.wait(for: "userSignal") { group.requestUserSignal(.sigusr1) }
+        guard let context = running.context else { return }
+        await running.waiter.wait(for: "userSignal") { context.requestUserSignal(.sigusr1) }
     }
 
     func stop() async throws {
@@ -159,33 +187,35 @@ final class ReloadFixture: Sendable {
         for _ in 0..<4 { path = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)]) }
         return path + "/packaging/vigild.json"
     }()
-    let running = RunningGroup()
+    let running = RunningDaemon()
 
     func start() async throws {
         let configuration = ConfigurationListener<ReferenceConfiguration>(source: .file(Self.reference, required: true))
         _ = try configuration.load()
         try await running.start(
-            [configuration]
-                + (0..<9).map { CountingListener(name: "listener-\($0)", dependencies: ["configuration"]) }
+            (0..<9).map { CountingListener(name: "listener-\($0)", dependencies: ["configuration"]) },
+            with: [configuration]
         )
     }
 
     func reload() async {
-        guard let group = running.group else { return }
-        await running.waiter.wait(for: "reload") { group.requestReload() }
+        guard let context = running.context else { return }
+        await running.waiter.wait(for: "reload") { context.requestReload() }
     }
 
     func stop() async throws { try await running.stop() }
 }
 
-/// JournalLogHandler and `sd_journal_sendv` with the same 11 fields (8 standard + 3 metadata).
+/// The journal handler (through `benchmarkLogging`) and `sd_journal_sendv` with the same 11
+/// fields (8 standard + 3 metadata).
 final class JournalFixture: Sendable {
     private let drain = Mutex<Drain?>(nil)
     /// Calls that failed (counted, not trapped: the teardown reports them).
     private let failures = Atomic<Int>(0)
+    /// Made after swift-log is bootstrapped (a logger keeps the handler it was made with).
     private let logger: Logger = {
-        let handler = JournalLogHandler(label: "bench", identifier: "vigild", levelControl: LogLevelControl(.info))
-        return Logger(label: "bench") { _ in handler }
+        _ = benchmarkLogging
+        return Logger(label: "bench")
     }()
     /// The fields as a C programmer would pass them, built once (the least the call can cost).
     nonisolated(unsafe) private let vectors: UnsafeMutableBufferPointer<iovec> = {
@@ -214,9 +244,11 @@ final class JournalFixture: Sendable {
     func start() throws {
         let drain = try Drain(path: "/run/systemd/journal/socket")
         self.drain.withLock { $0 = drain }
+        benchmarkLogging.level = .info
     }
 
     func stop() throws {
+        benchmarkLogging.level = .critical
         guard
             let drain = drain.withLock({ drain in
                 defer { drain = nil }; return drain
@@ -248,45 +280,6 @@ final class JournalFixture: Sendable {
         Monotonic.time {
             if sd_journal_sendv(vectors.baseAddress, Int32(vectors.count)) < 0 { failures.add(1, ordering: .relaxed) }
         }
-    }
-}
-
-/// StderrLogHandler (`<N>` lines) and one write(2) of the finished line, into /dev/null.
-final class StderrFixture: Sendable {
-    private let saved = Atomic<Int32>(-1)
-    private let logger: Logger = {
-        let handler = StderrLogHandler(label: "bench", format: .syslogPrefixed, levelControl: LogLevelControl(.info))
-        return Logger(label: "bench") { _ in handler }
-    }()
-    private let line = Array(
-        "<5>Reload applied: configuration generation 2 is now in force MESSAGE_ID=7dd32b12fecb4f54b882f1a4b4061f72 VIGIL_GENERATION=2\n"
-            .utf8
-    )
-
-    /// Points descriptor 2 at /dev/null (package-benchmark reports on stdout).
-    func start() {
-        let null = open("/dev/null", O_WRONLY)
-        saved.store(dup(2), ordering: .relaxed)
-        dup2(null, 2)
-        close(null)
-    }
-
-    func stop() {
-        let saved = saved.exchange(-1, ordering: .relaxed)
-        guard saved >= 0 else { return }
-        dup2(saved, 2)
-        close(saved)
-    }
-
-    func handlerCall() {
-        logger.notice(
-            "Reload applied: configuration generation 2 is now in force",
-            metadata: ["MESSAGE_ID": "7dd32b12fecb4f54b882f1a4b4061f72", "VIGIL_GENERATION": "2"]
-        )
-    }
-
-    func rawCall() {
-        _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
     }
 }
 
