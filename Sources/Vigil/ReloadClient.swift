@@ -35,25 +35,44 @@ package struct ReloadClient: Sendable {
                 "refusing to signal pid \(pid): only a \(name)'s own pid (more than 1) can be reloaded"
             )
         }
+        // First: a stop's SIGTERM that came after exec (main blocked it for the daemon) is
+        // pending, and must be recorded rather than lost when the daemon is found gone.
+        let interruption = ClientInterruption(name: name)
         let (directory, status) = try directories.runtimeForClient(runtimeDirectory)
         let file = directory.path(of: RuntimeStatus.fileName)
-        let target = try Self.verifiedDaemon(
-            status,
-            requested: pid,
-            file: file,
-            name: name,
-            directoryOwner: directory.owner,
-            holdsInstanceLock: {
-                InstanceLockHolder.holds($0, lock: directory.path(of: InstanceLock.fileName), owner: directory.owner)
-            },
-            lockHolder: {
-                InstanceLockHolder.holder(lock: directory.path(of: InstanceLock.fileName), owner: directory.owner)
-            },
-            mainPID: directories.environment.directory("MAINPID")
-        )
-        let interruption = ClientInterruption(name: name)
+        // `systemctl stop` right behind `systemctl reload`: systemd sends SIGTERM to the daemon
+        // and to this client at once, and the daemon may be stopping or gone before this client
+        // has signalled it (systemd spends tens of milliseconds setting up the client's sandbox).
+        // The stop supersedes the reload, as it does below once the signal is sent.
+        func supersededByAStop() -> Int32? {
+            guard let signal = interruption.received,
+                let current = try? RuntimeStatus.read(from: directory),
+                current.pid == status.pid, ["stopping", "stopped"].contains(current.state)
+            else { return nil }
+            output.error(
+                "\(name) reload: \(ProcessSignal(rawValue: signal)) while pid \(status.pid) is stopping: the stop supersedes the reload"
+            )
+            return 0
+        }
+        let target: Int32
+        do {
+            target = try Self.verifiedDaemon(
+                status,
+                requested: pid,
+                file: file,
+                name: name,
+                directoryOwner: directory.owner,
+                holdsInstanceLock: directory.instanceLockIsHeld(by:),
+                lockHolder: { directory.instanceLockHolder },
+                mainPID: directories.environment.directory("MAINPID")
+            )
+        } catch {
+            if let superseded = supersededByAStop() { return superseded }
+            throw error
+        }
         let sent = MonotonicClock.microseconds()
         guard kill(target, signal.rawValue) == 0 else {
+            if errno == ESRCH, let superseded = supersededByAStop() { return superseded }
             throw ControlClientError("cannot signal pid \(target): \(String(cString: strerror(errno)))")
         }
         // The parser bounds the timeout (0.01 ≤ timeout ≤ 86400): the product fits in a UInt64.

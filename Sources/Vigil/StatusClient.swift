@@ -24,20 +24,11 @@ package struct StatusClient: Sendable {
                 status,
                 file: directory.path(of: RuntimeStatus.fileName),
                 directoryOwner: directory.owner,
-                holdsInstanceLock: {
-                    InstanceLockHolder.holds(
-                        $0,
-                        lock: directory.path(of: InstanceLock.fileName),
-                        owner: directory.owner
-                    )
-                }
+                holdsInstanceLock: directory.instanceLockIsHeld(by:)
             )
             // A daemon in a PID namespace of its own records its pid there.
             if stale != nil {
-                let holder = InstanceLockHolder.holder(
-                    lock: directory.path(of: InstanceLock.fileName),
-                    owner: directory.owner
-                )
+                let holder = directory.instanceLockHolder
                 here = Self.namespacedDaemon(status, holder: holder)
                 if here != nil { stale = nil }
             }
@@ -133,5 +124,17 @@ package struct StatusClient: Sendable {
             }
         text.append(line("previous stop", previous))
         return text.joined(separator: "\n")
+    }
+}
+
+extension TrustedDirectory {
+    /// Whether `pid` holds this directory's `instance.lock` (`InstanceLockHolder.holds`).
+    func instanceLockIsHeld(by pid: Int32) -> Bool {
+        InstanceLockHolder.holds(pid, lock: path(of: InstanceLock.fileName), owner: owner)
+    }
+
+    /// The one process, by its pid here, that holds this directory's `instance.lock`.
+    var instanceLockHolder: Int32? {
+        InstanceLockHolder.holder(lock: path(of: InstanceLock.fileName), owner: owner)
     }
 }

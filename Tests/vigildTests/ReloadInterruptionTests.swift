@@ -99,4 +99,58 @@ import VigilTesting
         running.daemon.send(SIGTERM)
         #expect(try await running.daemon.waitForExit() == 0)
     }
+
+    /// `systemctl stop` right behind `systemctl reload`, the stop's SIGTERM reaching the client
+    /// after it exec'd (vigild blocks it from its first instruction) but before it found the
+    /// daemon, which has stopped by then: the stop supersedes the reload, exit 0 (issue 21, a
+    /// CI run on systemd 252 with `Result=exit-code`). Without the SIGTERM the same client says
+    /// the daemon is not running, exit 2.
+    @Test func aStopThatEndedTheDaemonBeforeTheClientSignalledItSupersedesTheReload() async throws {
+        let socket = try FakeNotifySocket()
+        let directory = VigildBinary.temporaryDirectory()
+        let daemon = try DaemonProcess(
+            executable: VigildBinary.path,
+            arguments: [
+                "run", "--state-directory", directory + "/state", "--runtime-directory", directory + "/run",
+            ],
+            environment: ["NOTIFY_SOCKET": socket.path],
+            outputPath: directory + "/daemon.log"
+        )
+        try await socket.datagrams.wait("READY=1") { $0.contains { $0.lines.contains("READY=1") } }
+        daemon.send(SIGTERM)
+        // Reaped: its pid names no process, as a daemon's that systemd reaped.
+        #expect(try await daemon.reap() == 0)
+        // SIGTERM pending across exec, as when systemd's stop signals the control process
+        // between its exec and its first look at the status file.
+        let pendingSIGTERM = """
+            import os, signal, sys
+            if sys.argv[1] == "pending":
+                signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+                os.kill(os.getpid(), signal.SIGTERM)
+            os.execv(sys.argv[2], sys.argv[2:])
+            """
+        for pending in [true, false] {
+            let output = directory + "/client-\(pending).log"
+            let client = try DaemonProcess(
+                executable: "/usr/bin/python3",
+                arguments: [
+                    "-c", pendingSIGTERM, pending ? "pending" : "none", VigildBinary.path, "reload",
+                    "--runtime-directory", directory + "/run",
+                ],
+                outputPath: output
+            )
+            let status = try await client.waitForExit()
+            let text = TextFile.read(output) ?? ""
+            if pending {
+                #expect(status == 0, "\(text)")
+                #expect(
+                    text.contains("SIGTERM while pid \(daemon.pid) is stopping: the stop supersedes the reload"),
+                    "\(text)"
+                )
+            } else {
+                #expect(status == 2, "\(text)")
+                #expect(text.contains("pid \(daemon.pid) named in"), "\(text)")
+            }
+        }
+    }
 }
