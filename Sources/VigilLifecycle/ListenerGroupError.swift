@@ -1,31 +1,22 @@
 /// An error from building or running a ``ListenerGroup``.
 package struct ListenerGroupError: Error, Hashable, CustomStringConvertible {
-    /// What went wrong, as an opaque code to compare against.
-    package struct Code: Hashable, Sendable, CustomStringConvertible {
-        private enum Wrapped: Hashable, Sendable {
-            case duplicateListener, missingDependency, dependencyCycle, startFailed, missingValue
-            case alreadyRunning, stopFailed
-        }
-        private let wrapped: Wrapped
-        private init(_ wrapped: Wrapped) { self.wrapped = wrapped }
-
+    /// What went wrong (package-internal, so a plain enum: no opaque wrapper to evolve).
+    package enum Code: Hashable, Sendable {
         /// Two listeners share a name.
-        package static let duplicateListener = Self(.duplicateListener)
+        case duplicateListener
         /// A listener depends on a name that is not in the group.
-        package static let missingDependency = Self(.missingDependency)
+        case missingDependency
         /// Dependencies form a cycle.
-        package static let dependencyCycle = Self(.dependencyCycle)
+        case dependencyCycle
         /// A start-up command or a listener failed to start.
-        package static let startFailed = Self(.startFailed)
+        case startFailed
         /// A value a listener needs was not in the store.
-        package static let missingValue = Self(.missingValue)
+        case missingValue
         /// A listener failed to stop cleanly (its final work was not done, e.g. a checkpoint
         /// that could not be written); the daemon stopped, but should exit non-zero.
-        package static let stopFailed = Self(.stopFailed)
+        case stopFailed
         /// `run()` was called twice.
-        package static let alreadyRunning = Self(.alreadyRunning)
-
-        package var description: String { String(describing: wrapped) }
+        case alreadyRunning
     }
 
     /// The kind of error.
