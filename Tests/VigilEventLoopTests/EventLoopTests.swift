@@ -206,6 +206,35 @@ import VigilTesting
         #expect(worker.stuckThreads == 0)
     }
 
+    /// The caller waits in place for a call that answers within `waitInPlace` and hears it
+    /// without suspending (on the same thread), asleep meanwhile: a spin with `sched_yield()`
+    /// burnt the whole wait and could hand the processor to any other runnable task. A call
+    /// that answers after the wait in place is heard through the suspension.
+    @Test func waitingInPlaceSleepsUntilTheAnswer() async throws {
+        let worker = BlockingWorker(maximumThreads: 1)
+        func threadCPU() -> Duration {
+            var now = timespec()
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now)
+            return .seconds(now.tv_sec) + .nanoseconds(now.tv_nsec)
+        }
+        let thread = pthread_self()
+        let cpu = threadCPU()
+        let answer = await worker.run(deadline: .seconds(30), waitInPlace: .seconds(10)) { () -> Int in
+            usleep(200_000)
+            return 5
+        }
+        let spent = threadCPU() - cpu
+        #expect(describe(answer) == "finished 5")
+        try #require(pthread_equal(thread, pthread_self()) != 0, "the caller suspended: it was not answered in place")
+        #expect(spent < .milliseconds(50), "the caller's thread spent \(spent) of CPU waiting 200 ms")
+
+        let late = await worker.run(deadline: .seconds(30), waitInPlace: .milliseconds(1)) { () -> Int in
+            usleep(100_000)
+            return 6
+        }
+        #expect(describe(late) == "finished 6")
+    }
+
     /// A stopped daemon retires the idle helper threads: the thread itself ends (so the exit
     /// need not wake it on another CPU), a thread stuck in a call is left alone, and a later call
     /// gets a new thread.
