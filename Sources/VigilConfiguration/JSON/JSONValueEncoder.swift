@@ -113,6 +113,19 @@ package enum JSONValueEncoder {
     }
 
     static func box<T: Encodable>(_ value: T, into node: Node, path: [any CodingKey]) throws {
+        // Dispatch on the type first: a value of any other type (a daemon's struct, an array)
+        // would otherwise be tried against each of these types in turn, a dynamic cast each.
+        switch ObjectIdentifier(T.self) {
+        case ObjectIdentifier(Bool.self), ObjectIdentifier(String.self), ObjectIdentifier(Double.self),
+            ObjectIdentifier(Float.self), ObjectIdentifier(Int.self), ObjectIdentifier(Int64.self),
+            ObjectIdentifier(UInt64.self), ObjectIdentifier(Int32.self), ObjectIdentifier(UInt32.self),
+            ObjectIdentifier(UInt.self), ObjectIdentifier(Int16.self), ObjectIdentifier(UInt16.self),
+            ObjectIdentifier(Int8.self), ObjectIdentifier(UInt8.self):
+            break
+        default:
+            try value.encode(to: ValueEncoder(node: node, path: path))
+            return
+        }
         switch value {
         case let flag as Bool: node.content = .value(.bool(flag))
         case let text as String: node.content = .value(.string(text))
@@ -256,19 +269,29 @@ package enum JSONWriter {
     /// byte of its UTF-8 as it is (so valid UTF-8 stays valid).
     private static func quote(_ text: String, into output: inout [UInt8]) {
         output.append(UInt8(ascii: "\""))
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): output += "\\\"".utf8
-            case UInt8(ascii: "\\"): output += "\\\\".utf8
-            case UInt8(ascii: "\n"): output += "\\n".utf8
-            case UInt8(ascii: "\r"): output += "\\r".utf8
-            case UInt8(ascii: "\t"): output += "\\t".utf8
-            case 0..<0x20:
-                let low = byte & 0xF
-                output += "\\u00".utf8
-                output.append(UInt8(ascii: "0") + (byte >> 4))
-                output.append(low < 10 ? UInt8(ascii: "0") + low : UInt8(ascii: "a") + low - 10)
-            default: output.append(byte)
+        // Most text needs no escape: copied at once (a byte at a time was most of a status write).
+        var text = text
+        let clean = text.withUTF8 { bytes in
+            guard !bytes.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") })
+            else { return false }
+            output.append(contentsOf: bytes)
+            return true
+        }
+        if !clean {
+            for byte in text.utf8 {
+                switch byte {
+                case UInt8(ascii: "\""): output += "\\\"".utf8
+                case UInt8(ascii: "\\"): output += "\\\\".utf8
+                case UInt8(ascii: "\n"): output += "\\n".utf8
+                case UInt8(ascii: "\r"): output += "\\r".utf8
+                case UInt8(ascii: "\t"): output += "\\t".utf8
+                case 0..<0x20:
+                    let low = byte & 0xF
+                    output += "\\u00".utf8
+                    output.append(UInt8(ascii: "0") + (byte >> 4))
+                    output.append(low < 10 ? UInt8(ascii: "0") + low : UInt8(ascii: "a") + low - 10)
+                default: output.append(byte)
+                }
             }
         }
         output.append(UInt8(ascii: "\""))
