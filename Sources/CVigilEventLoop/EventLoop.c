@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -579,4 +580,13 @@ int cvigil_open_local(const char *path, int flags) {
     (void)flags;
     return -ENOSYS;
 #endif
+}
+
+int cvigil_run_on_this_processor(unsigned long thread) {
+    int cpu = sched_getcpu();
+    if (cpu < 0) return errno;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return pthread_setaffinity_np((pthread_t)thread, sizeof set, &set);
 }

@@ -106,4 +106,8 @@ int cvigil_pidfd_open(int pid);
 /// the open the slow way (on a helper thread with a deadline), which reports errors as usual.
 int cvigil_open_local(const char *path, int flags);
 
+/// Restricts the thread `thread` (a `pthread_t`, passed as an integer) to the processor the
+/// calling thread runs on now. Returns 0 or an errno value.
+int cvigil_run_on_this_processor(unsigned long thread);
+
 #endif
