@@ -11,11 +11,12 @@ import VigilPlatform
 /// ``Outcome/timedOut`` and goes on answering signals and the watchdog.
 ///
 /// Cost: one long-lived thread, handed each call through a semaphore (a futex wake), not a
-/// thread per call (tens of microseconds); the caller waits in place for up to 100 µs before
-/// it suspends, so a quick read costs no suspension and no wake-up of the caller's thread. On a
-/// loaded 2-CPU machine this adds 13–28 µs to a release vigild's reload (p50 50–66 µs against
-/// 37–38 µs reading in place). A thread is made only when none is idle: at the first call, and
-/// after one hung.
+/// thread per call (tens of microseconds). The thread is moved to the caller's processor for
+/// each call, and the caller sleeps on the call's semaphore for up to 100 µs before it
+/// suspends: a quick call is two switches on one processor, with no idle processor woken
+/// (on a 2-CPU virtual machine each such wake-up cost 50–150 µs: vigild's start took ~300 µs
+/// longer, its stop ~130 µs) and no turn of the event loop. A thread is made only when none
+/// is idle: at the first call, and after one hung.
 ///
 /// A thread blocked in the kernel cannot be cancelled, so a thread whose call missed its
 /// deadline is leaked: it ends by itself if the call ever returns. At most
@@ -112,10 +113,10 @@ package final class BlockingWorker: Sendable {
         case .failure(let refusal): return .unavailable(refusal.reason)
         }
         let call = Call(worker: self)
-        // The last call's caller only waits: its thread runs on the caller's processor, so
-        // neither hand-over wakes an idle one (a stop's final checkpoint took ~130 µs less
-        // on a 2-CPU virtual machine, where waking an idle CPU is a trip through the host).
-        if last { thread.runOnThisProcessor() }
+        // The caller waits (in place, then suspended, its loop idle but for signals and
+        // timers): the call runs on the caller's processor, so neither hand-over wakes an idle
+        // one. A call blocked in the kernel takes no processor time.
+        thread.runOnThisProcessor()
         thread.hand {
             work()
             return call.finish(thread: thread, last: last)
