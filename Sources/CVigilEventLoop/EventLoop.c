@@ -582,11 +582,17 @@ int cvigil_open_local(const char *path, int flags) {
 #endif
 }
 
-int cvigil_run_on_this_processor(unsigned long thread) {
-    int cpu = sched_getcpu();
-    if (cpu < 0) return errno;
+int cvigil_allowed_processors(void) {
     cpu_set_t set;
     CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    return pthread_setaffinity_np((pthread_t)thread, sizeof set, &set);
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+    return CPU_COUNT(&set);
+}
+
+void cvigil_processor_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
 }

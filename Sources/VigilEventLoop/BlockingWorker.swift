@@ -11,12 +11,10 @@ import VigilPlatform
 /// ``Outcome/timedOut`` and goes on answering signals and the watchdog.
 ///
 /// Cost: one long-lived thread, handed each call through a semaphore (a futex wake), not a
-/// thread per call (tens of microseconds). The thread is moved to the caller's processor for
-/// each call, and the caller sleeps on the call's semaphore for up to 100 µs before it
-/// suspends: a quick call is two switches on one processor, with no idle processor woken
-/// (on a 2-CPU virtual machine each such wake-up cost 50–150 µs: vigild's start took ~300 µs
-/// longer, its stop ~130 µs) and no turn of the event loop. A thread is made only when none
-/// is idle: at the first call, and after one hung.
+/// thread per call (tens of microseconds); the caller waits in place for up to 100 µs before
+/// it suspends (spinning, then asleep: `Call.waitEarly(for:)`), so a quick read costs no
+/// suspension and no turn of the event loop. A thread is made only when none is idle: at the
+/// first call, and after one hung.
 ///
 /// A thread blocked in the kernel cannot be cancelled, so a thread whose call missed its
 /// deadline is leaked: it ends by itself if the call ever returns. At most
@@ -113,19 +111,12 @@ package final class BlockingWorker: Sendable {
         case .failure(let refusal): return .unavailable(refusal.reason)
         }
         let call = Call(worker: self)
-        // The caller waits (in place, then suspended, its loop idle but for signals and
-        // timers): the call runs on the caller's processor, so neither hand-over wakes an idle
-        // one. A call blocked in the kernel takes no processor time.
-        thread.runOnThisProcessor()
         thread.hand {
             work()
             return call.finish(thread: thread, last: last)
         }
         // Most calls (a configuration file on a local disk) answer in microseconds: waiting for
-        // them here, asleep on the call's semaphore, spares the caller a suspension and a turn
-        // of the event loop. It used to spin with `sched_yield()`, which hands the processor
-        // to any other runnable task for as long as that task runs (at stop, the service
-        // manager or the harness woken by `STOPPING=1`: 4 ms once, under perf).
+        // them here spares the caller a suspension and a turn of the event loop.
         let began = MonotonicClock.nanoseconds()
         if let outcome = call.waitEarly(for: min(waitInPlace, deadline)) { return outcome }
         let left = deadline - .nanoseconds(Int64(MonotonicClock.nanoseconds() &- began))
@@ -242,13 +233,36 @@ private final class Call: @unchecked Sendable {
         arrived.deallocate()
     }
 
+    /// How long ``waitEarly(for:)`` spins before it sleeps.
+    static let spinLimit = Duration.microseconds(100)
+
+    /// Whether this process may run on more than one processor (read once): with one, a spin
+    /// only keeps the call's thread from running.
+    static let processors = cvigil_allowed_processors()
+
     /// Waits up to `limit` for the call to end before the caller suspends; its outcome if it
-    /// did. A semaphore, not a spin: the thread sleeps and leaves its processor to others.
+    /// did. It spins first (up to ``spinLimit``, when the process has more than one processor),
+    /// without `sched_yield()`: a quick call on the other processor is heard at once, with no
+    /// wake-up of this thread (on a 2-CPU virtual machine, waking a sleeping thread on an idle
+    /// processor took 50–150 µs: vigild's start was ~300 µs slower when it slept at once).
+    /// Then it sleeps on the call's semaphore: a yield hands the processor to any runnable
+    /// task for as long as that task runs (4 ms once at stop, under perf).
     func waitEarly(for limit: Duration) -> BlockingWorker.Outcome<Void>? {
+        let began = MonotonicClock.nanoseconds()
+        let total = max(limit, .zero).nanoseconds
+        if Self.processors > 1 {
+            let spin = min(total, Self.spinLimit.nanoseconds)
+            repeat {
+                if let early = endedEarly { return early }
+                cvigil_processor_pause()
+            } while MonotonicClock.nanoseconds() &- began < spin
+        }
         if let early = endedEarly { return early }
+        let left = total &- min(total, MonotonicClock.nanoseconds() &- began)
+        guard left > 0 else { return nil }
         var due = timespec()
         clock_gettime(CLOCK_REALTIME, &due)
-        let nanoseconds = Int(due.tv_nsec) + Int(max(limit, .zero).nanoseconds)
+        let nanoseconds = Int(due.tv_nsec) + Int(left)
         due.tv_sec += nanoseconds / 1_000_000_000
         due.tv_nsec = nanoseconds % 1_000_000_000
         while sem_timedwait(arrived, &due) != 0 && errno == EINTR {}
@@ -400,18 +414,7 @@ private final class WorkerThread: @unchecked Sendable {
             return "pthread_create: \(String(cString: strerror(result)))"
         }
         pthread_detach(thread)
-        self.thread = thread
         return nil
-    }
-
-    /// The thread, once started.
-    private var thread: pthread_t?
-
-    /// Restricts the thread to the processor the caller runs on (it runs once the caller
-    /// sleeps); nothing when that cannot be done.
-    func runOnThisProcessor() {
-        guard let thread else { return }
-        _ = cvigil_run_on_this_processor(UInt(thread))
     }
 
     /// Gives the thread its next call.

@@ -235,22 +235,6 @@ import VigilTesting
         #expect(describe(late) == "finished 6")
     }
 
-    /// Every call runs on the caller's processor: the hand-overs wake no idle one.
-    @Test func aCallRunsOnTheCallersProcessor() async throws {
-        let worker = BlockingWorker(maximumThreads: 1)
-        @Sendable func allowed() -> String {
-            let status = TextFile.read("/proc/thread-self/status") ?? ""
-            return status.split(separator: "\n").first { $0.hasPrefix("Cpus_allowed_list:") }
-                .map { String($0.dropFirst("Cpus_allowed_list:".count).filter { !$0.isWhitespace }) } ?? "?"
-        }
-        for last in [false, true] {
-            let outcome = describe(await worker.run(deadline: .seconds(10), last: last) { allowed() })
-            #expect(outcome.hasPrefix("finished "))
-            let cpus = outcome.dropFirst("finished ".count)
-            #expect(!cpus.isEmpty && cpus.allSatisfy(\.isNumber), "a call (last: \(last)) may run on \(cpus)")
-        }
-    }
-
     /// A stopped daemon retires the idle helper threads: the thread itself ends (so the exit
     /// need not wake it on another CPU), a thread stuck in a call is left alone, and a later call
     /// gets a new thread.

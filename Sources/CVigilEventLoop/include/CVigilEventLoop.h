@@ -106,8 +106,10 @@ int cvigil_pidfd_open(int pid);
 /// the open the slow way (on a helper thread with a deadline), which reports errors as usual.
 int cvigil_open_local(const char *path, int flags);
 
-/// Restricts the thread `thread` (a `pthread_t`, passed as an integer) to the processor the
-/// calling thread runs on now. Returns 0 or an errno value.
-int cvigil_run_on_this_processor(unsigned long thread);
+/// How many processors this process may run on (its affinity mask); 1 when that cannot be read.
+int cvigil_allowed_processors(void);
+
+/// Tells the processor that the caller spins (x86 `pause`, Arm `yield`): no system call.
+void cvigil_processor_pause(void);
 
 #endif
