@@ -207,9 +207,10 @@ import VigilTesting
     }
 
     /// The caller waits in place for a call that answers within `waitInPlace` and hears it
-    /// without suspending (on the same thread), asleep meanwhile: a spin with `sched_yield()`
-    /// burnt the whole wait and could hand the processor to any other runnable task. A call
-    /// that answers after the wait in place is heard through the suspension.
+    /// without suspending (on the same thread), asleep after a short spin: a spin with
+    /// `sched_yield()` for the whole wait burnt it and could hand the processor to any other
+    /// runnable task. A call that answers after the wait in place is heard through the
+    /// suspension.
     @Test func waitingInPlaceSleepsUntilTheAnswer() async throws {
         let worker = BlockingWorker(maximumThreads: 1)
         func threadCPU() -> Duration {
