@@ -42,7 +42,12 @@ check() { # check NAME COMMAND...: runs the command, records the result
   if output=$("$@" 2>&1); then
     passed=$((passed + 1)); printf 'ok   - %s%s (%.2fs)\n' "$check_prefix" "$name" "$(awk "BEGIN { print $EPOCHREALTIME - $started }")"
   else
-    failed=$((failed + 1)); echo "FAIL - $check_prefix$name"; printf '%s\n' "$output" | sed 's/^/       /' | tail -n 20
+    # The first lines of the output on the FAIL line too: a runner that keeps only FAIL lines
+    # (EndToEndTests' expectation, CI's excerpt) still says why.
+    local why
+    why=$(printf '%s\n' "$output" | grep -v '^[[:space:]]*$' | head -n 3 | tr '\n' '|' | cut -c1-400)
+    failed=$((failed + 1)); echo "FAIL - $check_prefix$name${why:+ — ${why%|}}"
+    printf '%s\n' "$output" | sed 's/^/       /' | tail -n 20
   fi
 }
 
