@@ -44,15 +44,18 @@ package struct ReloadClient: Sendable {
         // and to this client at once, and the daemon may be stopping or gone before this client
         // has signalled it (systemd spends tens of milliseconds setting up the client's sandbox).
         // The stop supersedes the reload, as it does below once the signal is sent.
+        func superseded(by signal: Int32, pid: Int32) -> Int32 {
+            output.error(
+                "\(name) reload: \(ProcessSignal(rawValue: signal)) while pid \(pid) is stopping: the stop supersedes the reload"
+            )
+            return 0
+        }
         func supersededByAStop() -> Int32? {
             guard let signal = interruption.received,
                 let current = try? RuntimeStatus.read(from: directory),
                 current.pid == status.pid, ["stopping", "stopped"].contains(current.state)
             else { return nil }
-            output.error(
-                "\(name) reload: \(ProcessSignal(rawValue: signal)) while pid \(status.pid) is stopping: the stop supersedes the reload"
-            )
-            return 0
+            return superseded(by: signal, pid: status.pid)
         }
         let target: Int32
         do {
@@ -109,10 +112,7 @@ package struct ReloadClient: Sendable {
                 // reload; exiting 0 keeps a clean stop clean (killed by the signal, this client
                 // makes systemd record Result=signal for the unit; exiting non-zero,
                 // Result=exit-code — both checked under systemd 252).
-                output.error(
-                    "\(name) reload: \(ProcessSignal(rawValue: interrupted)) while pid \(target) is stopping: the stop supersedes the reload"
-                )
-                return 0
+                return superseded(by: interrupted, pid: target)
             }
             if gone { throw ControlClientError("pid \(target) exited before answering") }
             usleep(5_000)

@@ -71,9 +71,10 @@ package final class BlockingWorker: Sendable {
     ///
     /// - Parameters:
     ///   - waitInPlace: how long the caller's thread waits for the answer before it suspends
-    ///     (100 µs by default; spinning up to 100 µs, then asleep). A caller with nothing else to do meanwhile (the final
-    ///     checkpoint at stop) may wait longer: a suspension costs a wake-up of the caller's
-    ///     thread when the answer comes, which on an idle virtual CPU is 50–150 µs.
+    ///     (100 µs by default; spinning up to 100 µs, then asleep). A caller with nothing else
+    ///     to do meanwhile (the final checkpoint at stop) may wait longer: a suspension costs a
+    ///     wake-up of the caller's thread when the answer comes, which on an idle virtual CPU
+    ///     is 50–150 µs.
     ///   - last: the daemon's last call (the final checkpoint): the thread ends once it has
     ///     answered, while it is awake, instead of sleeping until the process's exit wakes it
     ///     (the exit waits for every thread). A later call starts a new thread.
