@@ -589,6 +589,8 @@ int cvigil_allowed_processors(void) {
     return CPU_COUNT(&set);
 }
 
+int cvigil_current_processor(void) { return sched_getcpu(); }
+
 void cvigil_processor_pause(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();

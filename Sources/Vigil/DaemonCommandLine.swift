@@ -170,6 +170,9 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
                 output.error("\(name): cannot start: \(shortage)")
                 return 1
             }
+            // The helper thread for file calls starts now, while logging is set up and the daemon
+            // made: the first call (the directories' locks, below) finds it waiting.
+            BlockingWorker.shared.startThread()
             let runtime = directories.runtime(runtimeDirectory)
             let options = DaemonOptions(
                 name: name,

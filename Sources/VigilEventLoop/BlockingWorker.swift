@@ -11,10 +11,12 @@ import VigilPlatform
 /// ``Outcome/timedOut`` and goes on answering signals and the watchdog.
 ///
 /// Cost: one long-lived thread, handed each call through a semaphore (a futex wake), not a
-/// thread per call (tens of microseconds); the caller waits in place for up to 100 µs before
-/// it suspends (spinning, then asleep: `Call.waitEarly(for:)`), so a quick read costs no
-/// suspension and no turn of the event loop. A thread is made only when none is idle: at the
-/// first call, and after one hung.
+/// thread per call (tens of microseconds); the caller waits in place for up to
+/// ``defaultWaitInPlace`` before it suspends (spinning while the call is on its way or runs on
+/// another processor, then asleep: `Call.waitEarly(for:)`), so a quick read costs no suspension
+/// and no turn of the event loop. A thread is made only when none is idle: at the first call
+/// (or ahead of it, ``startThread()``), and after one hung. The thread blocks every signal, so
+/// that a signal sent to the process is never taken on it.
 ///
 /// A thread blocked in the kernel cannot be cancelled, so a thread whose call missed its
 /// deadline is leaked: it ends by itself if the call ever returns. At most
@@ -38,6 +40,12 @@ package final class BlockingWorker: Sendable {
 
     /// The process's worker: what the configuration and persistence listeners use.
     package static let shared = BlockingWorker(maximumThreads: 4)
+
+    /// How long a caller's thread waits for the answer in place, by default, before it suspends:
+    /// long enough for a file call that runs at once on another processor (locking the runtime
+    /// and state directories took 200–280 µs from the hand-over), short enough that the event
+    /// loop is not held up.
+    package static let defaultWaitInPlace = Duration.microseconds(400)
 
     /// How many threads may be stuck in abandoned calls at once before calls are refused.
     package let maximumThreads: Int
@@ -71,16 +79,16 @@ package final class BlockingWorker: Sendable {
     ///
     /// - Parameters:
     ///   - waitInPlace: how long the caller's thread waits for the answer before it suspends
-    ///     (100 µs by default; spinning up to 100 µs, then asleep). A caller with nothing else
-    ///     to do meanwhile (the final checkpoint at stop) may wait longer: a suspension costs a
-    ///     wake-up of the caller's thread when the answer comes, which on an idle virtual CPU
-    ///     is 50–150 µs.
+    ///     (``defaultWaitInPlace``; spinning while the call is on its way or runs on another
+    ///     processor, then asleep). A caller with nothing else to do meanwhile (the final
+    ///     checkpoint at stop) may wait longer: a suspension costs a wake-up of the caller's
+    ///     thread when the answer comes, which on an idle virtual CPU is 50–150 µs.
     ///   - last: the daemon's last call (the final checkpoint): the thread ends once it has
     ///     answered, while it is awake, instead of sleeping until the process's exit wakes it
     ///     (the exit waits for every thread). A later call starts a new thread.
     package func run<Value: Sendable>(
         deadline: Duration,
-        waitInPlace: Duration = .microseconds(100),
+        waitInPlace: Duration = BlockingWorker.defaultWaitInPlace,
         last: Bool = false,
         _ work: @escaping @Sendable () -> Value
     ) async -> Outcome<Value> {
@@ -113,11 +121,12 @@ package final class BlockingWorker: Sendable {
         }
         let call = Call(worker: self)
         thread.hand {
+            call.started()
             work()
             return call.finish(thread: thread, last: last)
         }
-        // Most calls (a configuration file on a local disk) answer in microseconds: waiting for
-        // them here spares the caller a suspension and a turn of the event loop.
+        // Most calls (a file on a local disk) answer in tens of microseconds: waiting for them
+        // here spares the caller a suspension and a turn of the event loop.
         let began = MonotonicClock.nanoseconds()
         if let outcome = call.waitEarly(for: min(waitInPlace, deadline)) { return outcome }
         let left = deadline - .nanoseconds(Int64(MonotonicClock.nanoseconds() &- began))
@@ -161,6 +170,26 @@ package final class BlockingWorker: Sendable {
         }
     }
 
+    /// Starts a thread ahead of the first call, when no thread is alive: a daemon calls it as it
+    /// begins to start, so that the thread's creation (tens of microseconds, and the wake-up of
+    /// another processor) overlaps the daemon's own start-up work instead of delaying its first
+    /// file call. Does nothing when a thread is alive, or when one cannot be started (the first
+    /// call then tries again and reports why).
+    package func startThread() {
+        let start = state.withLock { state -> Bool in
+            guard state.threads == 0 else { return false }
+            state.threads += 1
+            return true
+        }
+        guard start else { return }
+        let thread = WorkerThread()
+        guard thread.start() == nil else {
+            state.withLock { $0.threads -= 1 }
+            return
+        }
+        state.withLock { $0.idle.append(thread) }
+    }
+
     /// Ends the threads that wait for a call (not those stuck in one), without waiting for
     /// them: a daemon calls it when it has stopped, so that they are gone by the time the
     /// process exits instead of being woken on another CPU by the exit itself, which then waits
@@ -173,6 +202,28 @@ package final class BlockingWorker: Sendable {
             return state.idle
         }
         for thread in idle { thread.hand { false } }
+    }
+
+    /// How long a waiting caller spins for a call that has not begun (its thread is being
+    /// woken, on this processor or another) before it sleeps.
+    package static let spinStartLimit: UInt64 = 100_000
+
+    /// How long a waiting caller spins for a call that runs on another processor, from when
+    /// it saw it begin, before it sleeps: a call blocked in the kernel (a slow `fsync`) is then
+    /// waited for asleep.
+    package static let spinRunLimit: UInt64 = 300_000
+
+    /// Whether a caller that has waited `elapsed` nanoseconds spins on (else it sleeps): while
+    /// the call has not begun, up to ``spinStartLimit`` (its thread is on its way); once it runs on
+    /// another processor (`on`, seen at `began`), up to ``spinRunLimit`` more, since it will answer
+    /// soon unless it blocks in the kernel; not at all once it runs on the caller's processor
+    /// (`caller`), where a spin only keeps it from running. Never past `limit`. A processor of
+    /// -1 (`sched_getcpu` failed) counts as another one.
+    package static func spinsOn(elapsed: UInt64, began: UInt64?, on: Int32?, caller: Int32, limit: UInt64) -> Bool {
+        guard elapsed < limit else { return false }
+        guard let began, let on else { return elapsed < spinStartLimit }
+        if on == caller && caller >= 0 { return false }
+        return elapsed &- began < spinRunLimit
     }
 
     /// A call returned in time: its thread waits for the next one.
@@ -221,6 +272,11 @@ private final class Call: @unchecked Sendable {
 
     private let state = Mutex(State())
     private let worker: BlockingWorker
+    /// The processor the call began on (`sched_getcpu`), ``notStarted`` before; written once by
+    /// the thread, read by the spinning caller.
+    private let startedOn = Atomic<Int32>(Call.notStarted)
+    /// ``startedOn`` before the call begins.
+    private static let notStarted = Int32.min
     /// Posted when the call ends before the caller suspended (``waitEarly(for:)`` sleeps on it).
     private let arrived = UnsafeMutablePointer<sem_t>.allocate(capacity: 1)
 
@@ -234,29 +290,47 @@ private final class Call: @unchecked Sendable {
         arrived.deallocate()
     }
 
-    /// How long ``waitEarly(for:)`` spins before it sleeps.
-    static let spinLimit = Duration.microseconds(100)
-
     /// Whether this process may run on more than one processor (read once): with one, a spin
     /// only keeps the call's thread from running.
     static let processors = cvigil_allowed_processors()
 
+    /// On the thread: the call begins.
+    func started() {
+        startedOn.store(cvigil_current_processor(), ordering: .relaxed)
+    }
+
     /// Waits up to `limit` for the call to end before the caller suspends; its outcome if it
-    /// did. It spins first (up to ``spinLimit``, when the process has more than one processor),
-    /// without `sched_yield()`: a quick call on the other processor is heard at once, with no
-    /// wake-up of this thread (on a 2-CPU virtual machine, waking a sleeping thread on an idle
-    /// processor took 50–150 µs: vigild's start was ~300 µs slower when it slept at once).
-    /// Then it sleeps on the call's semaphore: a yield hands the processor to any runnable
-    /// task for as long as that task runs (4 ms once at stop, under perf).
+    /// did. It spins first, when the process has more than one processor, without
+    /// `sched_yield()`: a call on another processor is heard at once, with no wake-up of this
+    /// thread (on a 2-CPU virtual machine, waking a sleeping thread on an idle processor took
+    /// 50–150 µs: vigild's start was ~300 µs slower when it slept at once). See
+    /// ``BlockingWorker/spinsOn(elapsed:began:on:caller:limit:)`` for how long. Then it sleeps on the call's
+    /// semaphore: a yield hands the processor to any runnable task for as long as that task
+    /// runs (4 ms once at stop, under perf).
     func waitEarly(for limit: Duration) -> BlockingWorker.Outcome<Void>? {
         let began = MonotonicClock.nanoseconds()
         let total = max(limit, .zero).nanoseconds
         if Self.processors > 1 {
-            let spin = min(total, Self.spinLimit.nanoseconds)
-            repeat {
+            let caller = cvigil_current_processor()
+            var seen: (at: UInt64, on: Int32)?
+            while true {
                 if let early = endedEarly { return early }
+                let elapsed = MonotonicClock.nanoseconds() &- began
+                if seen == nil {
+                    let on = startedOn.load(ordering: .relaxed)
+                    if on != Self.notStarted { seen = (elapsed, on) }
+                }
+                guard
+                    BlockingWorker.spinsOn(
+                        elapsed: elapsed,
+                        began: seen?.at,
+                        on: seen?.on,
+                        caller: caller,
+                        limit: total
+                    )
+                else { break }
                 cvigil_processor_pause()
-            } while MonotonicClock.nanoseconds() &- began < spin
+            }
         }
         if let early = endedEarly { return early }
         let left = total &- min(total, MonotonicClock.nanoseconds() &- began)
@@ -425,8 +499,12 @@ private final class WorkerThread: @unchecked Sendable {
     }
 
     private func serve() {
-        // Blocks no signal the caller did not: the thread inherits the creating thread's mask,
-        // which in a Vigil daemon holds every signal the daemon owns.
+        // Blocks every signal: a signal sent to the process (SIGTERM, SIGHUP, …) is then taken
+        // by the daemon's thread, never here, even when this thread was made before the daemon
+        // blocked the signals it owns (``BlockingWorker/startThread()``).
+        var all = sigset_t()
+        sigfillset(&all)
+        pthread_sigmask(SIG_BLOCK, &all, nil)
         while true {
             while sem_wait(semaphore) != 0 {}
             guard let call = slot.withLock({ $0.take() }) else { continue }

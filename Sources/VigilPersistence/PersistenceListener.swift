@@ -99,7 +99,7 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
         _ store: StateStore,
         force: Bool,
         deadline: Duration,
-        waitInPlace: Duration = .microseconds(100),
+        waitInPlace: Duration = BlockingWorker.defaultWaitInPlace,
         last: Bool = false,
         then: (@Sendable () throws -> Void)? = nil
     ) async throws {

@@ -236,6 +236,87 @@ import VigilTesting
         #expect(describe(late) == "finished 6")
     }
 
+    /// How long a caller spins for its call: while the call is on its way (bounded), while it
+    /// runs on another processor (bounded from when it began), never while it runs on the
+    /// caller's own processor, never past the caller's limit.
+    @Test func theWaitInPlaceSpinsOnlyWhileTheCallIsOnItsWayOrRunsElsewhere() {
+        let start = BlockingWorker.spinStartLimit
+        let run = BlockingWorker.spinRunLimit
+        let limit: UInt64 = 2_000_000
+        func spins(_ elapsed: UInt64, began: UInt64? = nil, on: Int32? = nil, caller: Int32 = 0) -> Bool {
+            BlockingWorker.spinsOn(elapsed: elapsed, began: began, on: on, caller: caller, limit: limit)
+        }
+        // Not begun: up to the start limit.
+        #expect(spins(0))
+        #expect(spins(start - 1))
+        #expect(!spins(start))
+        // Begun on another processor: up to the run limit after it began, past the start limit.
+        #expect(spins(start + 50_000, began: 90_000, on: 1))
+        #expect(spins(90_000 + run - 1, began: 90_000, on: 1))
+        #expect(!spins(90_000 + run, began: 90_000, on: 1))
+        // Begun on the caller's processor: asleep at once, so that it can run.
+        #expect(!spins(10_000, began: 5_000, on: 0))
+        // An unknown processor (sched_getcpu failed) counts as another one.
+        #expect(spins(10_000, began: 5_000, on: -1))
+        #expect(spins(10_000, began: 5_000, on: -1, caller: -1))
+        // Never past the caller's limit.
+        #expect(!BlockingWorker.spinsOn(elapsed: 50_000, began: nil, on: nil, caller: 0, limit: 50_000))
+        #expect(!BlockingWorker.spinsOn(elapsed: 60_000, began: 10_000, on: 1, caller: 0, limit: 60_000))
+    }
+
+    /// A thread started ahead of the first call takes that call (no second thread), a second
+    /// start while one is alive does nothing, and the thread blocks every signal even when the
+    /// thread that made it blocks none: a signal sent to the process never lands on it.
+    @Test func aThreadStartedAheadTakesTheFirstCallAndBlocksEverySignal() async throws {
+        let worker = BlockingWorker(maximumThreads: 1)
+        worker.startThread()
+        #expect(worker.threadCount == 1)
+        worker.startThread()
+        #expect(worker.threadCount == 1)
+        // Made by a thread that blocks no signal.
+        let blocked = await withCheckedContinuation { (continuation: CheckedContinuation<[Int32], Never>) in
+            final class Box: @unchecked Sendable {
+                let body: () -> Void
+                init(_ body: @escaping () -> Void) { self.body = body }
+            }
+            let other = BlockingWorker(maximumThreads: 1)
+            let box = Box {
+                var none = sigset_t()
+                sigemptyset(&none)
+                pthread_sigmask(SIG_SETMASK, &none, nil)
+                other.startThread()
+            }
+            var thread = pthread_t()
+            let made = pthread_create(
+                &thread,
+                nil,
+                { context in
+                    Unmanaged<Box>.fromOpaque(context!).takeRetainedValue().body()
+                    return nil
+                },
+                Unmanaged.passRetained(box).toOpaque()
+            )
+            guard made == 0 else {
+                continuation.resume(returning: [-1])
+                return
+            }
+            pthread_join(thread, nil)
+            Task {
+                let outcome = await other.run(deadline: .seconds(10)) { () -> [Int32] in
+                    var mask = sigset_t()
+                    pthread_sigmask(SIG_BLOCK, nil, &mask)
+                    return [SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGCHLD].filter { sigismember(&mask, $0) == 1 }
+                }
+                guard case .finished(let list) = outcome else { return continuation.resume(returning: [-2]) }
+                #expect(other.threadCount == 1, "the call ran on the thread started ahead")
+                continuation.resume(returning: list)
+            }
+        }
+        #expect(blocked == [SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGCHLD])
+        #expect(describe(await worker.run(deadline: .seconds(10)) { 3 }) == "finished 3")
+        #expect(worker.threadCount == 1)
+    }
+
     /// A stopped daemon retires the idle helper threads: the thread itself ends (so the exit
     /// need not wake it on another CPU), a thread stuck in a call is left alone, and a later call
     /// gets a new thread.

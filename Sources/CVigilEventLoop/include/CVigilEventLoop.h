@@ -109,6 +109,9 @@ int cvigil_open_local(const char *path, int flags);
 /// How many processors this process may run on (its affinity mask); 1 when that cannot be read.
 int cvigil_allowed_processors(void);
 
+/// The processor the calling thread runs on (`sched_getcpu(3)`), or -1.
+int cvigil_current_processor(void);
+
 /// Tells the processor that the caller spins (x86 `pause`, Arm `yield`): no system call.
 void cvigil_processor_pause(void);
 
