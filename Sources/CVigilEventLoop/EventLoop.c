@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -590,6 +591,14 @@ int cvigil_allowed_processors(void) {
 }
 
 int cvigil_current_processor(void) { return sched_getcpu(); }
+
+int cvigil_semaphore_wait_until(void *semaphore, uint64_t deadline) {
+    struct timespec due = {.tv_sec = (time_t)(deadline / 1000000000u), .tv_nsec = (long)(deadline % 1000000000u)};
+    while (sem_clockwait((sem_t *)semaphore, CLOCK_MONOTONIC, &due) != 0) {
+        if (errno != EINTR) return errno;
+    }
+    return 0;
+}
 
 void cvigil_processor_pause(void) {
 #if defined(__x86_64__) || defined(__i386__)

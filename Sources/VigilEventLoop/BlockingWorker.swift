@@ -15,8 +15,8 @@ import VigilPlatform
 /// ``defaultWaitInPlace`` before it suspends (spinning while the call is on its way or runs on
 /// another processor, then asleep: `Call.waitEarly(for:)`), so a quick read costs no suspension
 /// and no turn of the event loop. A thread is made only when none is idle: at the first call
-/// (or ahead of it, ``startThread()``), and after one hung. The thread blocks every signal, so
-/// that a signal sent to the process is never taken on it.
+/// (or ahead of it, ``startThread()``), and after one hung. The thread is made with every signal
+/// blocked but those of a crash, so that a signal sent to the process is never taken on it.
 ///
 /// A thread blocked in the kernel cannot be cancelled, so a thread whose call missed its
 /// deadline is leaked: it ends by itself if the call ever returns. At most
@@ -176,6 +176,9 @@ package final class BlockingWorker: Sendable {
     /// file call. Does nothing when a thread is alive, or when one cannot be started (the first
     /// call then tries again and reports why).
     package func startThread() {
+        // A stop that retires idle threads between the count and the append below leaves this
+        // one idle until the exit ends it: counted right, and only on a daemon stopping as it
+        // starts (vigild calls both on its one thread, in order).
         let start = state.withLock { state -> Bool in
             guard state.threads == 0 else { return false }
             state.threads += 1
@@ -335,12 +338,7 @@ private final class Call: @unchecked Sendable {
         if let early = endedEarly { return early }
         let left = total &- min(total, MonotonicClock.nanoseconds() &- began)
         guard left > 0 else { return nil }
-        var due = timespec()
-        clock_gettime(CLOCK_REALTIME, &due)
-        let nanoseconds = Int(due.tv_nsec) + Int(left)
-        due.tv_sec += nanoseconds / 1_000_000_000
-        due.tv_nsec = nanoseconds % 1_000_000_000
-        while sem_timedwait(arrived, &due) != 0 && errno == EINTR {}
+        _ = cvigil_semaphore_wait_until(arrived, MonotonicClock.nanoseconds() &+ left)
         return endedEarly
     }
 
@@ -473,6 +471,18 @@ private final class WorkerThread: @unchecked Sendable {
 
     /// Starts the thread; returns the reason when it cannot.
     func start() -> String? {
+        // Born with the signals blocked (a thread inherits its creator's mask), so that a
+        // signal sent to the process (SIGTERM, SIGHUP, …) is taken by the daemon's thread,
+        // never here, even when this thread is made before the daemon blocked the signals it
+        // owns (``BlockingWorker/startThread()``, in a daemon without VigilEarlySignals). Not
+        // the faults a crash raises on this thread (a blocked SIGSEGV kills the process without
+        // Swift's crash report), nor SIGPROF, which that report uses to stop the threads.
+        var blocked = sigset_t()
+        sigfillset(&blocked)
+        for kept in [SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS, SIGPROF] { sigdelset(&blocked, kept) }
+        var creator = sigset_t()
+        pthread_sigmask(SIG_SETMASK, &blocked, &creator)
+        defer { pthread_sigmask(SIG_SETMASK, &creator, nil) }
         let context = Unmanaged.passRetained(self).toOpaque()
         var thread = pthread_t()
         let result = pthread_create(
@@ -499,12 +509,6 @@ private final class WorkerThread: @unchecked Sendable {
     }
 
     private func serve() {
-        // Blocks every signal: a signal sent to the process (SIGTERM, SIGHUP, …) is then taken
-        // by the daemon's thread, never here, even when this thread was made before the daemon
-        // blocked the signals it owns (``BlockingWorker/startThread()``).
-        var all = sigset_t()
-        sigfillset(&all)
-        pthread_sigmask(SIG_BLOCK, &all, nil)
         while true {
             while sem_wait(semaphore) != 0 {}
             guard let call = slot.withLock({ $0.take() }) else { continue }

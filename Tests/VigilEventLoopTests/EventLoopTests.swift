@@ -265,8 +265,9 @@ import VigilTesting
     }
 
     /// A thread started ahead of the first call takes that call (no second thread), a second
-    /// start while one is alive does nothing, and the thread blocks every signal even when the
-    /// thread that made it blocks none: a signal sent to the process never lands on it.
+    /// start while one is alive does nothing, and the thread blocks every signal but a crash's
+    /// (and SIGPROF, which Swift's crash report uses) even when the thread that made it blocks
+    /// none: a signal sent to the process never lands on it, a fault on it is still reported.
     @Test func aThreadStartedAheadTakesTheFirstCallAndBlocksEverySignal() async throws {
         let worker = BlockingWorker(maximumThreads: 1)
         worker.startThread()
@@ -279,12 +280,18 @@ import VigilTesting
                 let body: () -> Void
                 init(_ body: @escaping () -> Void) { self.body = body }
             }
+            // Written on the creating thread before it ends, read after `pthread_join`.
+            final class Flag: @unchecked Sendable { var value = false }
+            let creatorStillBlocksNothing = Flag()
             let other = BlockingWorker(maximumThreads: 1)
             let box = Box {
                 var none = sigset_t()
                 sigemptyset(&none)
                 pthread_sigmask(SIG_SETMASK, &none, nil)
                 other.startThread()
+                var after = sigset_t()
+                pthread_sigmask(SIG_BLOCK, nil, &after)
+                creatorStillBlocksNothing.value = sigismember(&after, SIGTERM) == 0 && sigismember(&after, SIGHUP) == 0
             }
             var thread = pthread_t()
             let made = pthread_create(
@@ -301,11 +308,15 @@ import VigilTesting
                 return
             }
             pthread_join(thread, nil)
+            #expect(creatorStillBlocksNothing.value, "the creating thread's own mask was restored")
             Task {
                 let outcome = await other.run(deadline: .seconds(10)) { () -> [Int32] in
                     var mask = sigset_t()
                     pthread_sigmask(SIG_BLOCK, nil, &mask)
-                    return [SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGCHLD].filter { sigismember(&mask, $0) == 1 }
+                    return [SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGCHLD, SIGSEGV, SIGBUS, SIGILL, SIGPROF].filter
+                    {
+                        sigismember(&mask, $0) == 1
+                    }
                 }
                 guard case .finished(let list) = outcome else { return continuation.resume(returning: [-2]) }
                 #expect(other.threadCount == 1, "the call ran on the thread started ahead")

@@ -112,6 +112,12 @@ int cvigil_allowed_processors(void);
 /// The processor the calling thread runs on (`sched_getcpu(3)`), or -1.
 int cvigil_current_processor(void);
 
+/// Waits on a `sem_t` until it is posted or `CLOCK_MONOTONIC` reaches `deadline` (ns), whatever
+/// the wall clock does meanwhile (`sem_clockwait`; `sem_timedwait` waits for a wall-clock time,
+/// so a clock stepped back would stretch the wait). Returns 0 when posted, else the error
+/// (ETIMEDOUT).
+int cvigil_semaphore_wait_until(void *semaphore, uint64_t deadline);
+
 /// Tells the processor that the caller spins (x86 `pause`, Arm `yield`): no system call.
 void cvigil_processor_pause(void);
 
