@@ -161,13 +161,18 @@ package final class BlockingWorker: Sendable {
                 )
             )
         case .some(.none):
-            let thread = WorkerThread()
-            if let failure = thread.start() {
-                state.withLock { $0.threads -= 1 }
-                return .failure(Refusal(reason: "cannot start a thread to run it: \(failure)"))
-            }
-            return .success(thread)
+            return startCounted().mapError { Refusal(reason: "cannot start a thread to run it: \($0.reason)") }
         }
+    }
+
+    /// Starts a thread already counted in `threads`; uncounts it when it cannot start.
+    private func startCounted() -> Result<WorkerThread, Refusal> {
+        let thread = WorkerThread()
+        if let failure = thread.start() {
+            state.withLock { $0.threads -= 1 }
+            return .failure(Refusal(reason: failure))
+        }
+        return .success(thread)
     }
 
     /// Starts a thread ahead of the first call, when no thread is alive: a daemon calls it as it
@@ -184,12 +189,7 @@ package final class BlockingWorker: Sendable {
             state.threads += 1
             return true
         }
-        guard start else { return }
-        let thread = WorkerThread()
-        guard thread.start() == nil else {
-            state.withLock { $0.threads -= 1 }
-            return
-        }
+        guard start, case .success(let thread) = startCounted() else { return }
         state.withLock { $0.idle.append(thread) }
     }
 
