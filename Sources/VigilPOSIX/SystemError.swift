@@ -30,6 +30,13 @@ public struct SystemError: Error, Hashable, Sendable, CustomStringConvertible {
         self.detail = detail
     }
 
+    /// A failed `open` with `O_NOFOLLOW` of `path`: `ELOOP` there means the last component is
+    /// a symbolic link, and the detail says so (the OS's words, "Too many levels of symbolic
+    /// links", would send the reader looking for a loop).
+    package static func openingWithoutFollowing(_ path: String, operation: String, errno: Int32) -> Self {
+        Self(path: path, operation: operation, errno: errno, detail: errno == ELOOP ? "it is a symbolic link" : nil)
+    }
+
     /// The reason: ``detail``, else the OS's words for ``errno`` ("No such file or directory").
     public var reason: String { detail ?? Self.describe(errno) }
 

@@ -38,13 +38,7 @@ package final class InstanceLock: Sendable {
         // needs no write access, only the pid is then not recorded.
         if file < 0 && errno == EACCES { file = openat(directory, Self.fileName, O_RDONLY | flags) }
         guard file >= 0 else {
-            let code = errno
-            throw SystemError(
-                path: path,
-                operation: "open the lock file",
-                errno: code,
-                detail: code == ELOOP ? "it is a symbolic link" : nil
-            )
+            throw SystemError.openingWithoutFollowing(path, operation: "open the lock file", errno: errno)
         }
         var info = stat()
         guard fstat(file, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {

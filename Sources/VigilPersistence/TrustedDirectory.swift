@@ -210,9 +210,7 @@ package final class TrustedDirectory: Sendable {
     package func read(_ name: String, limit: Int = 1 << 20) throws(SystemError) -> [UInt8] {
         let file = openat(descriptor, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard file >= 0 else {
-            let code = errno
-            let detail = code == ELOOP ? "it is a symbolic link" : nil
-            throw SystemError(path: path(of: name), operation: "read", errno: code, detail: detail)
+            throw SystemError.openingWithoutFollowing(path(of: name), operation: "read", errno: errno)
         }
         defer { close(file) }
         func refused(_ errno: Int32, _ detail: String) -> SystemError {

@@ -49,6 +49,7 @@ import VigilTesting
         symlink("/etc/passwd", path + "/instance.lock")
         let link = #expect(throws: SystemError.self) { try TrustedDirectory.open(path).lockInstance() }
         #expect(link?.errno == ELOOP)
+        #expect(link?.description == "cannot open the lock file \(path)/instance.lock: it is a symbolic link")
         unlink(path + "/instance.lock")
         mkfifo(path + "/instance.lock", 0o600)
         let fifo = #expect(throws: SystemError.self) { try TrustedDirectory.open(path).lockInstance() }
