@@ -15,6 +15,20 @@ package enum ProcessStartTime {
     /// This process's start time.
     package static var current: UInt64? { of(getpid()) }
 
+    /// Whether `pid` has exited but its parent has not reaped it yet (state `Z`, or `X` while
+    /// it goes): it keeps its pid and `kill(pid, 0)` still succeeds, but it runs no more and
+    /// will answer nothing. `false` when its `stat` cannot be read.
+    package static func hasExited(_ pid: Int32) -> Bool {
+        guard pid > 0, let text = statLine(pid), let state = state(statLine: text) else { return false }
+        return state == UInt8(ascii: "Z") || state == UInt8(ascii: "X")
+    }
+
+    /// Field 3 (the state letter) of a `/proc/<pid>/stat` line, counted from the last `)`.
+    package static func state(statLine: [UInt8]) -> UInt8? {
+        guard let close = statLine.lastIndex(of: UInt8(ascii: ")")) else { return nil }
+        return statLine[(close + 1)...].first { $0 != UInt8(ascii: " ") }
+    }
+
     /// Field 22 of a `/proc/<pid>/stat` line. The second field, `(comm)`, is the executable's
     /// name and may hold spaces and parentheses itself, so the fields after it are counted from
     /// the **last** `)`: the state is field 3, the start time field 22.

@@ -105,7 +105,7 @@ package struct ReloadClient: Sendable {
                 rejected = true
                 deadline = min(deadline, MonotonicClock.microseconds() + 5_000_000)
             }
-            let gone = kill(target, 0) != 0 && errno == ESRCH
+            let gone = (kill(target, 0) != 0 && errno == ESRCH) || ProcessStartTime.hasExited(target)
             if let interrupted, gone || current.map({ ["stopping", "stopped"].contains($0.state) }) == true {
                 // `systemctl stop` during `systemctl reload`: systemd cancels the reload job and
                 // sends SIGTERM to the whole unit, this client included. The stop supersedes the
@@ -156,6 +156,7 @@ package struct ReloadClient: Sendable {
         processOwner: (Int32) -> uid_t? = Self.processOwner,
         holdsInstanceLock: (Int32) -> Bool = { _ in false },
         lockHolder: () -> Int32? = { nil },
+        hasExited: (Int32) -> Bool = ProcessStartTime.hasExited,
         mainPID: String?
     ) throws(ControlClientError) -> Int32 {
         // /proc/<pid>/stat of the recorded pid, read once: most reloads need nothing else.
@@ -190,6 +191,13 @@ package struct ReloadClient: Sendable {
         guard actual == recorded else {
             throw ControlClientError(
                 "refusing to signal pid \(pid): it started at tick \(actual), but the \(name) that \(file) describes started at tick \(recorded) (a different process now has that pid)"
+            )
+        }
+        // The daemon, but exited: its parent has not reaped it (systemd would have), and a
+        // signal would wait for an answer that cannot come.
+        guard !hasExited(pid) else {
+            throw ControlClientError(
+                "pid \(pid) named in \(file) is not running (it exited; its parent has not reaped it yet)"
             )
         }
         guard let user = processOwner(pid) else {

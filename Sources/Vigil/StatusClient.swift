@@ -60,20 +60,26 @@ package struct StatusClient: Sendable {
         directoryOwner: uid_t,
         startTime: (Int32) -> UInt64? = ProcessStartTime.of,
         processOwner: (Int32) -> uid_t? = ReloadClient.processOwner,
-        holdsInstanceLock: (Int32) -> Bool = { _ in false }
+        holdsInstanceLock: (Int32) -> Bool = { _ in false },
+        hasExited: (Int32) -> Bool = ProcessStartTime.hasExited
     ) -> String? {
         let pid = status.pid
         // Pid 1 is a daemon's own in a PID namespace of its own (PrivatePIDs=); nothing is
         // signalled here, so it is not refused as `reload` refuses it.
         guard pid > 0 else { return "\(file) names pid \(pid), not a daemon's" }
+        let how =
+            status.state == "stopped"
+            ? "it stopped" : "it was killed or crashed while \(DisplayText.quoted(status.state, limit: 16))"
         guard kill(pid, 0) == 0 || errno != ESRCH else {
-            let how =
-                status.state == "stopped"
-                ? "it stopped" : "it was killed or crashed while \(DisplayText.quoted(status.state, limit: 16))"
             return "\(file) describes pid \(pid), which is no longer running (\(how))"
         }
         if let actual = startTime(pid), let recorded = status.processStartTime, actual != recorded {
             return "\(file) describes pid \(pid), which is no longer running (another process has that pid now)"
+        }
+        // A zombie keeps its pid and its start time until its parent reaps it (a parent that
+        // never waits: a script, a test harness; systemd reaps at once).
+        if hasExited(pid) {
+            return "\(file) describes pid \(pid), which is no longer running (\(how); its parent has not reaped it yet)"
         }
         if let user = processOwner(pid), user != directoryOwner, !holdsInstanceLock(pid) {
             return

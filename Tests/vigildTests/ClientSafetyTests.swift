@@ -89,6 +89,47 @@ import VigilTesting
         _ = try await process.waitForExit()
     }
 
+    /// A daemon killed while its parent does not reap it (a script, a test harness; systemd
+    /// reaps at once) stays a zombie: its pid and start time still match the status file and
+    /// `kill(pid, 0)` succeeds, but it is not running. `status` and `reload` say so (exit 2),
+    /// instead of "running" and a reload that waits for its whole timeout.
+    @Test func aKilledDaemonItsParentHasNotReapedIsNotRunning() async throws {
+        let sleeper = try Self.victim()
+        let started = try Self.startTime(sleeper.pid)
+        #expect(ProcessStartTime.hasExited(sleeper.pid) == false)
+        try await Self.stop(sleeper)
+        // Observed with WNOWAIT: the child stays a zombie while `sleeper` lives.
+        #expect(kill(sleeper.pid, 0) == 0 && ProcessStartTime.hasExited(sleeper.pid))
+        let runtime = VigildBinary.temporaryDirectory() + "/run"
+        Self.plant(runtime, owner: 0, mode: 0o700, status: Self.statusJSON(pid: sleeper.pid, startTime: started))
+        let status = try await Self.client(["status", "--runtime-directory", runtime])
+        #expect(status.status == 2, "\(status.output)")
+        #expect(
+            status.output.contains(
+                "describes pid \(sleeper.pid), which is no longer running (it was killed or crashed while \"running\"; its parent has not reaped it yet)"
+            ),
+            "\(status.output)"
+        )
+        let began = ContinuousClock.now
+        let reload = try await Self.client(["reload", "--timeout", "20", "--runtime-directory", runtime])
+        #expect(reload.status == 2, "\(reload.output)")
+        #expect(
+            reload.output.contains(
+                "pid \(sleeper.pid) named in \(runtime)/status.json is not running (it exited; its parent has not reaped it yet)"
+            ),
+            "\(reload.output)"
+        )
+        #expect(ContinuousClock.now - began < .seconds(20), "the reload did not wait for its timeout")
+        withExtendedLifetime(sleeper) {}
+    }
+
+    /// The state letter is field 3, counted from the last `)`: a name may hold `) Z (` itself.
+    @Test func theStateLetterIsReadAfterTheLastParenthesis() {
+        #expect(ProcessStartTime.state(statLine: Array("42 (a) Z (b) S 1 42 42 0".utf8)) == UInt8(ascii: "S"))
+        #expect(ProcessStartTime.state(statLine: Array("42 (sh) Z 1 42".utf8)) == UInt8(ascii: "Z"))
+        #expect(ProcessStartTime.state(statLine: Array("42 (sh".utf8)) == nil)
+    }
+
     // MARK: item 14: untrusted runtime directories
 
     @Test(.enabled(if: getuid() == 0, "planting another uid's directory needs root"))
@@ -508,6 +549,7 @@ struct DaemonProofTests {
                 directoryOwner: directoryOwner,
                 startTime: { _ in startTime },
                 processOwner: { _ in owner },
+                hasExited: { _ in false },
                 mainPID: mainPID
             )
             return "signal \(pid)"
@@ -567,6 +609,7 @@ struct DaemonProofTests {
                             startTime: { startTimes[$0] },
                             processOwner: { _ in 0 },
                             lockHolder: { holder },
+                            hasExited: { _ in false },
                             mainPID: nil
                         )
                     )
