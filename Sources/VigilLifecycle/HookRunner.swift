@@ -239,7 +239,8 @@ private final class HookWalk<Step: Sendable, Value: Sendable>: Sendable {
 
 extension ListenerGroup.Core {
     /// How long a hook cut short by a second stop request (it is cancelled at once) may take to
-    /// return before the mediator goes on without it (at most its budget).
+    /// return before the mediator goes on without it (at most its budget); and the budget of
+    /// each `terminate` hook after it.
     static let interruptionGrace = Duration.seconds(1)
 
     /// Waits until `task` ends or `limit` passes on the group's clock, whichever comes first.

@@ -34,6 +34,18 @@ extension ListenerGroup {
             var urgent = false
         }
 
+        /// What further stop requests did to a stop under way.
+        enum Urgency: Equatable {
+            /// None came.
+            case none
+            /// One came while no hook ran (between two, or before the first): the next hook is
+            /// cut short as soon as it begins, so that a part it runs hears it.
+            case cutNext
+            /// One cut the running hook short: the hooks after it still run (the state store's
+            /// final checkpoint among them), each within `interruptionGrace`.
+            case hurried
+        }
+
         /// The mediator's state, in the manner of swift-service-lifecycle's `ServiceGroup`: one
         /// enum, each case holding what only that stage needs.
         enum State {
@@ -45,8 +57,8 @@ extension ListenerGroup {
             /// A stop was requested; the loop takes it after the event at hand.
             case stopRequested(StopRequest, generation: Int)
             /// Listeners are stopping (`STOPPING=1` was sent, or start-up failed). `interruption`
-            /// is what a second stop request cuts short (the hook running).
-            case stopping(urgent: Bool, interruption: (@Sendable () -> Void)?, generation: Int)
+            /// is what a further stop request cuts short (the hook running).
+            case stopping(urgency: Urgency, interruption: (@Sendable () -> Void)?, generation: Int)
             /// Every listener stopped; the loop returned or is returning.
             case stopped(generation: Int)
         }
@@ -139,16 +151,17 @@ extension ListenerGroup {
                 switch state {
                 case .initial, .active: _ = Self.modifyActive(&state) { $0.generation = generation }
                 case .stopRequested(let stop, _): state = .stopRequested(stop, generation: generation)
-                case .stopping(let urgent, let cut, _):
-                    state = .stopping(urgent: urgent, interruption: cut, generation: generation)
+                case .stopping(let urgency, let cut, _):
+                    state = .stopping(urgency: urgency, interruption: cut, generation: generation)
                 case .stopped: state = .stopped(generation: generation)
                 }
             }
         }
 
         /// Asks the loop for `event`: a signal's, a listener's or the daemon's request. Reloads
-        /// and user signals are dropped once a stop was requested; a second stop request makes the
-        /// stop urgent (the remaining budgets are skipped, the running hook is cut short).
+        /// and user signals are dropped once a stop was requested; a further stop request cuts the
+        /// running hook short (or the next one as it begins), and the hooks after it run within
+        /// `interruptionGrace` each.
         func request(_ event: LifecycleEvent) {
             var interruption: (@Sendable () -> Void)?
             var unanswered: [@Sendable (Bool) -> Void] = []
@@ -172,8 +185,10 @@ extension ListenerGroup {
                     stop.urgent = true
                     state = .stopRequested(stop, generation: generation)
                     return true
-                case (.terminate, .stopping(_, let cut, let generation)):
-                    state = .stopping(urgent: true, interruption: cut, generation: generation)
+                case (.terminate, .stopping(let urgency, let cut, let generation)):
+                    // The hook running is cut short; with none running, the next one as it begins.
+                    let next: Urgency = cut != nil ? .hurried : (urgency == .hurried ? .hurried : .cutNext)
+                    state = .stopping(urgency: next, interruption: cut, generation: generation)
                     interruption = cut
                     return true
                 case (.reload, _):
@@ -227,7 +242,7 @@ extension ListenerGroup {
                 switch state {
                 case .initial(_, let stop): stop?.urgent ?? false
                 case .stopRequested(let stop, _): stop.urgent
-                case .stopping(let urgent, _, _): urgent
+                case .stopping(let urgency, _, _): urgency != .none
                 case .active, .stopped: false
                 }
             }
@@ -259,10 +274,14 @@ extension ListenerGroup {
             let probes = state.withLock { state -> [@Sendable (Bool) -> Void] in
                 switch state {
                 case .initial(let active, _), .active(let active):
-                    state = .stopping(urgent: false, interruption: nil, generation: active.generation)
+                    state = .stopping(urgency: .none, interruption: nil, generation: active.generation)
                     return Array(active.probes.values)
                 case .stopRequested(let stop, let generation):
-                    state = .stopping(urgent: stop.urgent, interruption: nil, generation: generation)
+                    state = .stopping(
+                        urgency: stop.urgent ? .cutNext : .none,
+                        interruption: nil,
+                        generation: generation
+                    )
                     return []
                 case .stopping, .stopped:
                     return []
@@ -271,24 +290,34 @@ extension ListenerGroup {
             for probe in probes { probe(false) }
         }
 
-        /// Registers what a second stop request should cut short; runs it at once when that request
-        /// already came.
+        /// Registers what a further stop request should cut short; runs it at once when such a
+        /// request came while no hook ran (then only this hook is cut short: the ones after it
+        /// run within `interruptionGrace`).
         func setInterruption(_ interruption: (@Sendable () -> Void)?) {
             let now = state.withLock { state -> Bool in
-                guard case .stopping(let urgent, _, let generation) = state else { return false }
-                state = .stopping(urgent: urgent, interruption: interruption, generation: generation)
-                return urgent
+                guard case .stopping(let urgency, _, let generation) = state else { return false }
+                let cutNow = urgency == .cutNext && interruption != nil
+                state = .stopping(
+                    urgency: cutNow ? .hurried : urgency,
+                    interruption: interruption,
+                    generation: generation
+                )
+                return cutNow
             }
             if now, let interruption { interruption() }
         }
 
         /// The next event to handle: stopping first, then start, health probes, reloads, user
         /// signals, memory pressure. Taking a stop moves the state to
-        /// ``State/stopping(urgent:interruption:generation:)``.
+        /// ``State/stopping(urgency:interruption:generation:)``.
         func nextEvent() -> LifecycleEvent? {
             state.withLock { state -> LifecycleEvent? in
                 if case .stopRequested(let stop, let generation) = state {
-                    state = .stopping(urgent: stop.urgent, interruption: nil, generation: generation)
+                    state = .stopping(
+                        urgency: stop.urgent ? .cutNext : .none,
+                        interruption: nil,
+                        generation: generation
+                    )
                     return .terminate(stop.reason)
                 }
                 guard case .active = state else { return nil }

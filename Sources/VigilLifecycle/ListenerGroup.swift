@@ -26,8 +26,9 @@ import Synchronization
 ///   or overruns is reported with its listener's name and the others still hear the event. A
 ///   failed start stops the listeners already started, in reverse, and ``run()`` throws.
 /// - **A second stop request** during shutdown cuts it short: the running `terminate` hook is
-///   cancelled at once and given at most a second (at most its budget) to return, the listeners
-///   after it are not asked to stop, and ``run()`` throws ``ListenerGroupError/Code/stopFailed``.
+///   cancelled at once and given at most a second (at most its budget) to return; the listeners
+///   after it are still asked to stop, each within a second (a state store's final checkpoint
+///   is among them), and ``run()`` throws ``ListenerGroupError/Code/stopFailed``.
 ///
 /// It is a swift-service-lifecycle `Service`: run it in a `ServiceGroup` next to a daemon's own
 /// services with ``serviceConfiguration``, so that a stop signal shuts the whole group down
@@ -219,7 +220,7 @@ package final class ListenerGroup: Service {
     }
 
     /// Requests a stop, as `SIGTERM` does. A second request during shutdown cancels the running
-    /// `terminate` hook and skips the listeners after it (see the type's documentation).
+    /// `terminate` hook and hurries the listeners after it (see the type's documentation).
     package func requestTermination(_ reason: TerminationReason) { core.request(.terminate(reason)) }
 
     /// `true` once a stop was requested (by a signal, code, or the service group).
@@ -374,6 +375,17 @@ package final class ListenerGroup: Service {
         return { (effective[$0.name] ?? defaults)[keyPath: hook] }
     }
 
+    /// The terminate budget: after a second stop request cut a hook short, each listener after
+    /// it still stops (the state store's final checkpoint is among them), within at most
+    /// `Core.interruptionGrace`.
+    private func terminateBudget() -> @Sendable (any Listener) -> Duration {
+        let (budget, core) = (budget(\.terminate), core)
+        return { listener in
+            let own = budget(listener)
+            return core.isUrgent ? min(own, Core.interruptionGrace) : own
+        }
+    }
+
     private static func reason<Value>(_ outcome: HookOutcome<Value>, budget: String) -> String? {
         switch outcome {
         case .returned: nil
@@ -455,7 +467,7 @@ package final class ListenerGroup: Service {
             .terminate,
             of: started.reversed(),
             name: \.name,
-            budget: budget(\.terminate),
+            budget: terminateBudget(),
             interruptible: true
         ) { listener in
             try await listener.terminate(reason: why, context: context)
@@ -607,12 +619,14 @@ package final class ListenerGroup: Service {
         let failures = Failures()
         let core = self.core
         // Two requests before the stop began (they waited for a reload, say): the first listener
-        // to stop is still asked, and cut short at once, so that a part it runs hears it.
-        let asked = await runHooks(
+        // to stop is still asked, and cut short at once, so that a part it runs hears it. Every
+        // listener is asked to stop, a second request or not: skipping the ones after the hook it
+        // cut short would skip the state store's final checkpoint, and lose what it holds.
+        await runHooks(
             .terminate,
             of: order,
             name: \.name,
-            budget: budget(\.terminate),
+            budget: terminateBudget(),
             extendAfter: configuration.extendTimeoutAfter,
             interruptible: true,
             settlesReturns: true
@@ -622,16 +636,9 @@ package final class ListenerGroup: Service {
             if let failure = report(outcome, listener: listener.name, event: "terminate", budget: "terminate") {
                 failures.append(listener.name, failure)
             }
-            return !core.isUrgent
+            return true
         }
-        var all = failures.values
-        let skipped = order[asked...].map(\.name)
-        if !skipped.isEmpty {
-            all += skipped.map { ($0, "was not asked to stop (a second stop request came first)") }
-            configuration.logger.warning(
-                "A second stop request arrived: did not wait for \(skipped.joined(separator: ", ")) to stop."
-            )
-        }
+        let all = failures.values
         if let first = all.first {
             core.send([.status("Stopped with errors: \(first.listener) \(first.reason)")])
         }

@@ -46,7 +46,7 @@ import Synchronization
 ///   (a second `SIGTERM`) while the part drains, its deadline moves to that instant (the
 ///   ``ReadySignal/onStop(_:)`` handlers hear it again) and the part is cancelled at once; the
 ///   daemon waits at most a second for it to end (to kill the jobs it started, say) before it
-///   goes on and exits with status 1.
+///   goes on (the listeners after it still stop, each within a second) and exits with status 1.
 /// - **The part knows its deadline.** At stop, before graceful shutdown, ``ReadySignal/onStop(_:)``
 ///   handlers get the instant by which the part should have drained (also
 ///   ``ReadySignal/stopDeadline``): a twentieth of the grace period (at most half a second) before

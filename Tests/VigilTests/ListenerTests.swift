@@ -203,6 +203,38 @@ struct PortListener: Listener {
         }
     }
 
+    /// A second stop request while a part drains (an admin's `kill`, Ctrl-C twice) cuts the
+    /// drain short, and the state store still takes its final checkpoint: before, the listeners
+    /// after the one cut short were skipped and the values since the last checkpoint were lost.
+    @Test func aSecondStopRequestStillTakesTheFinalCheckpoint() async throws {
+        let path = temporaryDirectory() + "/state.json"
+        let persistence = persistence(path)
+        let log = AsyncRecorder<String>()
+        let jobs = ServiceListener(name: "jobs", dependencies: ["persistence"]) { ready in
+            ready.onStop { _ in log.append("jobs.stopping") }
+            ready()
+            await withTaskCancellationHandler {
+                try? await Task.sleep(for: .seconds(3600))  // drains forever, honours cancellation
+            } onCancel: {
+                log.append("jobs.cancelled")
+            }
+        }
+        let error = await #expect(throws: ListenerGroupError.self) {
+            try await withRunningDaemon(
+                listeners: [ConfigurationListener<SampleConfiguration>(source: .embeddedDefault), persistence, jobs]
+            ) { daemon in
+                try persistence.store?.set(Counter(count: 3), forKey: "worker")
+                daemon.group.requestTermination(.signal(.sigterm))
+                try await log.wait { $0.contains("jobs.stopping") }
+                daemon.group.requestTermination(.signal(.sigterm))
+            }
+        }
+        #expect(error?.message == "Stopped with errors: 'jobs' was cut short by a second stop request")
+        #expect(log.values.contains("jobs.cancelled"))
+        #expect(readFile(path)?.contains("\"count\": 3") == true, "the final checkpoint was taken")
+        #expect(access(path + ".running", F_OK) != 0, "and the stop recorded as clean for the data")
+    }
+
     @Test func periodicCheckpointsWriteOnlyWhenSomethingChanged() async throws {
         let path = temporaryDirectory() + "/state.json"
         let clock = TestClock()
