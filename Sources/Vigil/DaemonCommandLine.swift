@@ -348,7 +348,10 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
         }
         text += command == nil ? "OPTIONS (of run, the default command):\n" : "OPTIONS:\n"
         for option in (command ?? .run).options {
-            text += entry(option.name + (option.value.map { " <\($0)>" } ?? ""), optionHelp(option.name))
+            text += entry(
+                option.name + (option.value.map { " <\($0)>" } ?? ""),
+                optionHelp(option.name, of: command ?? .run)
+            )
         }
         text += entry("--version", "Show the version.")
         text += entry("-h, --help", "Show help information.")
@@ -458,7 +461,7 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
         }
     }
 
-    private func optionHelp(_ option: String) -> String {
+    private func optionHelp(_ option: String, of command: DaemonInvocation.Command) -> String {
         let runtimeDefault = "$RUNTIME_DIRECTORY, else /run/\(name) for root, $XDG_RUNTIME_DIR/\(name) for others"
         switch option {
         case "--config":
@@ -472,6 +475,9 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
             return what
                 + "; created if missing and locked against a second \(name) (default: $STATE_DIRECTORY, "
                 + "else /var/lib/\(name) for root, $XDG_STATE_HOME/\(name) or ~/.local/state/\(name) for others)."
+        case "--runtime-directory" where command != .run:
+            // The clients read it: they create and lock nothing.
+            return "The running \(name)'s runtime directory, where its status.json is (default: \(runtimeDefault))."
         case "--runtime-directory":
             return
                 "Where status.json lives; created if missing and locked against a second \(name) (default: \(runtimeDefault))."

@@ -35,7 +35,7 @@ public struct LifecycleRecord: Sendable, Hashable, CustomStringConvertible {
         public static let memoryPressure = Self("memory-pressure")
         /// Shutdown began.
         public static let stopping = Self("stopping")
-        /// Every listener stopped (or was skipped by a second stop request).
+        /// Every listener stopped (one a second stop request cut short counts as stopped).
         public static let stopped = Self("stopped")
         /// A listener's hook threw or overran and was isolated; the others still heard the event.
         public static let listenerFailed = Self("listener-failed")
@@ -64,7 +64,7 @@ public struct LifecycleRecord: Sendable, Hashable, CustomStringConvertible {
         case memoryPressure(skipped: Int)
         /// Shutdown began.
         case stopping(TerminationReason)
-        /// Every listener stopped (or was skipped by a second stop request).
+        /// Every listener stopped (one a second stop request cut short counts as stopped).
         case stopped(uptime: Duration)
         /// A listener's hook threw or overran and was isolated; the others still heard the event.
         case listenerFailed(listener: String, event: String, reason: String)

@@ -33,8 +33,12 @@ public final class ListenerContext: Sendable {
     /// with the health budget capped at ``ListenerGroup/Configuration/maximumHealthBudget``.
     /// A listener that must finish its work before its budget runs out (``ServiceListener``
     /// cancels its part shortly before) reads its budget here.
+    /// After a second stop request, the terminate budget is at most a second, as the stop holds
+    /// the hook to it.
     package func budgets(for listener: String) -> ListenerBudgets {
-        budgetsByListener[listener] ?? defaultBudgets
+        var budgets = budgetsByListener[listener] ?? defaultBudgets
+        budgets.terminate = core.terminateBudget(budgets.terminate)
+        return budgets
     }
 
     /// The clock the mediator holds hooks to (``ListenerGroup/Configuration/clock``): a listener

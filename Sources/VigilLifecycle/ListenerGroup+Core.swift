@@ -36,13 +36,15 @@ extension ListenerGroup {
 
         /// What further stop requests did to a stop under way.
         enum Urgency: Equatable {
-            /// None came.
-            case none
-            /// One came while no hook ran (between two, or before the first): the next hook is
-            /// cut short as soon as it begins, so that a part it runs hears it.
+            /// None came; `firstHook`: no `terminate` hook has settled yet.
+            case none(firstHook: Bool)
+            /// One came before the first listener to stop paused (two requests while a reload
+            /// ran, say): that listener's hook is cut short as soon as it pauses, so that a part
+            /// it runs hears it; if it returns without pausing, nothing is cut.
             case cutNext
-            /// One cut the running hook short: the hooks after it still run (the state store's
-            /// final checkpoint among them), each within `interruptionGrace`.
+            /// One cut a hook short, or came once a hook had settled: every hook after it still
+            /// runs (the state store's final checkpoint among them) within `interruptionGrace`,
+            /// and no further request cuts one short.
             case hurried
         }
 
@@ -186,10 +188,13 @@ extension ListenerGroup {
                     state = .stopRequested(stop, generation: generation)
                     return true
                 case (.terminate, .stopping(let urgency, let cut, let generation)):
-                    // The hook running is cut short; with none running, the next one as it begins.
-                    let next: Urgency = cut != nil ? .hurried : (urgency == .hurried ? .hurried : .cutNext)
-                    state = .stopping(urgency: next, interruption: cut, generation: generation)
+                    // The first further request cuts the hook paused now short (or, before the
+                    // first listener to stop paused, that one as it pauses); the hooks after it
+                    // are held to the grace, and no later request cuts them.
+                    guard case .none(let firstHook) = urgency else { return true }
                     interruption = cut
+                    let next: Urgency = cut == nil && firstHook ? .cutNext : .hurried
+                    state = .stopping(urgency: next, interruption: cut, generation: generation)
                     return true
                 case (.reload, _):
                     return Self.modifyActive(&state) { $0.reload = true } != nil
@@ -242,7 +247,7 @@ extension ListenerGroup {
                 switch state {
                 case .initial(_, let stop): stop?.urgent ?? false
                 case .stopRequested(let stop, _): stop.urgent
-                case .stopping(let urgency, _, _): urgency != .none
+                case .stopping(let urgency, _, _): urgency == .cutNext || urgency == .hurried
                 case .active, .stopped: false
                 }
             }
@@ -274,11 +279,11 @@ extension ListenerGroup {
             let probes = state.withLock { state -> [@Sendable (Bool) -> Void] in
                 switch state {
                 case .initial(let active, _), .active(let active):
-                    state = .stopping(urgency: .none, interruption: nil, generation: active.generation)
+                    state = .stopping(urgency: .none(firstHook: true), interruption: nil, generation: active.generation)
                     return Array(active.probes.values)
                 case .stopRequested(let stop, let generation):
                     state = .stopping(
-                        urgency: stop.urgent ? .cutNext : .none,
+                        urgency: stop.urgent ? .cutNext : .none(firstHook: true),
                         interruption: nil,
                         generation: generation
                     )
@@ -290,9 +295,30 @@ extension ListenerGroup {
             for probe in probes { probe(false) }
         }
 
+        /// A `terminate` hook settled: a request waiting to cut the first listener short
+        /// (``Urgency/cutNext``) found it returned without pausing, so nothing is cut and the rest
+        /// is hurried; without one, a later request no longer waits for a first hook.
+        func terminateHookSettled() {
+            state.withLock { state in
+                guard case .stopping(let urgency, let cut, let generation) = state else { return }
+                switch urgency {
+                case .cutNext: state = .stopping(urgency: .hurried, interruption: cut, generation: generation)
+                case .none(firstHook: true):
+                    state = .stopping(urgency: .none(firstHook: false), interruption: cut, generation: generation)
+                case .none(firstHook: false), .hurried: break
+                }
+            }
+        }
+
+        /// A `terminate` budget as the stop holds a hook to it: after a further stop request, at
+        /// most `interruptionGrace`. Listeners read theirs so (``ListenerContext``), and the
+        /// mediator watches it so.
+        func terminateBudget(_ own: Duration) -> Duration {
+            isUrgent ? min(own, Self.interruptionGrace) : own
+        }
+
         /// Registers what a further stop request should cut short; runs it at once when such a
-        /// request came while no hook ran (then only this hook is cut short: the ones after it
-        /// run within `interruptionGrace`).
+        /// request came before the first listener to stop paused (``Urgency/cutNext``).
         func setInterruption(_ interruption: (@Sendable () -> Void)?) {
             let now = state.withLock { state -> Bool in
                 guard case .stopping(let urgency, _, let generation) = state else { return false }
@@ -314,7 +340,7 @@ extension ListenerGroup {
             state.withLock { state -> LifecycleEvent? in
                 if case .stopRequested(let stop, let generation) = state {
                     state = .stopping(
-                        urgency: stop.urgent ? .cutNext : .none,
+                        urgency: stop.urgent ? .cutNext : .none(firstHook: true),
                         interruption: nil,
                         generation: generation
                     )

@@ -380,10 +380,7 @@ package final class ListenerGroup: Service {
     /// `Core.interruptionGrace`.
     private func terminateBudget() -> @Sendable (any Listener) -> Duration {
         let (budget, core) = (budget(\.terminate), core)
-        return { listener in
-            let own = budget(listener)
-            return core.isUrgent ? min(own, Core.interruptionGrace) : own
-        }
+        return { core.terminateBudget(budget($0)) }
     }
 
     private static func reason<Value>(_ outcome: HookOutcome<Value>, budget: String) -> String? {
@@ -468,10 +465,12 @@ package final class ListenerGroup: Service {
             of: started.reversed(),
             name: \.name,
             budget: terminateBudget(),
-            interruptible: true
+            interruptible: true,
+            settlesReturns: true
         ) { listener in
             try await listener.terminate(reason: why, context: context)
         } settle: { [self] listener, outcome in
+            core.terminateHookSettled()
             report(outcome, listener: listener.name, event: "terminate", budget: "terminate")
             return true
         }
@@ -633,6 +632,7 @@ package final class ListenerGroup: Service {
         ) { listener in
             try await listener.terminate(reason: reason, context: context)
         } settle: { [self] listener, outcome in
+            core.terminateHookSettled()
             if let failure = report(outcome, listener: listener.name, event: "terminate", budget: "terminate") {
                 failures.append(listener.name, failure)
             }

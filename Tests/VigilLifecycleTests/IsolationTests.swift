@@ -194,6 +194,58 @@ private func failures(_ records: [LifecycleRecord.Kind]) -> [String] {
         gate.open()
     }
 
+    /// Two stop requests while a reload runs wait to cut the first listener to stop short; when
+    /// that one returns without pausing, nothing is cut: the next listener (a state store's
+    /// checkpoint, say) is not cut in its place, and the stop is complete.
+    @Test func twoEarlyStopRequestsDoNotCutTheNextListenerWhenTheFirstReturnsAtOnce() async throws {
+        let log = AsyncRecorder<String>()
+        let (reloading, storing) = (Gate(), Gate())
+        let group = try ListenerGroup(
+            listeners: [
+                RecordingListener("store", log: log, behaviors: ["terminate": .wait(storing)]),
+                RecordingListener("quick", log: log, behaviors: ["prepare": .wait(reloading)]),
+            ],
+            configuration: .init(logger: .init(label: "test"), signals: SignalMap())
+        )
+        let running = Task { try await group.run() }
+        try await log.wait { $0.contains("quick.start.done") }
+        group.requestReload()
+        try await log.wait { $0.contains("quick.prepare") }
+        group.requestTermination(.signal(.sigterm))
+        group.requestTermination(.signal(.sigterm))
+        reloading.open()
+        try await log.wait { $0.contains("store.terminate") }
+        storing.open()
+        try await running.value
+        #expect(log.values.contains("store.terminate.done"), "\(log.values)")
+    }
+
+    /// Only the first further request cuts a hook short: a third one, while a later listener
+    /// stops within its grace, does not cut that one too.
+    @Test func aThirdStopRequestDoesNotCutTheListenersAfterTheOneCutShort() async throws {
+        let log = AsyncRecorder<String>()
+        let (stuck, storing) = (Gate(), Gate())
+        let group = try ListenerGroup(
+            listeners: [
+                RecordingListener("store", log: log, behaviors: ["terminate": .wait(storing)]),
+                RecordingListener("jobs", log: log, behaviors: ["terminate": .wait(stuck)]),
+            ],
+            configuration: .init(logger: .init(label: "test"), signals: SignalMap())
+        )
+        let running = Task { try await group.run() }
+        try await log.wait { $0.contains("jobs.start.done") }
+        group.requestTermination(.signal(.sigterm))
+        try await log.wait { $0.contains("jobs.terminate") }
+        group.requestTermination(.signal(.sigterm))
+        try await log.wait { $0.contains("store.terminate") }
+        group.requestTermination(.signal(.sigterm))
+        storing.open()
+        let error = await #expect(throws: ListenerGroupError.self) { try await running.value }
+        #expect(error?.message == "Stopped with errors: 'jobs' was cut short by a second stop request")
+        #expect(log.values.contains("store.terminate.done"), "\(log.values)")
+        stuck.open()
+    }
+
     @Test func healthProbesMakeARoundTripAndFailWhenWedged() async throws {
         let log = AsyncRecorder<String>()
         let gate = Gate()

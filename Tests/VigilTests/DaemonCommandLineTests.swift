@@ -514,4 +514,33 @@ enum ReadmeCommandLineExample {
         )
         #expect(none.help(.run).contains("The state directory, if jobd keeps state;"))
     }
+
+    /// `status` and `reload` read the runtime directory: their help does not say it is created
+    /// and locked, as `run`'s does.
+    @Test func theClientsHelpSaysTheyReadTheRuntimeDirectory() {
+        let commandLine = DaemonCommandLine(
+            name: "jobd",
+            version: "1",
+            abstract: "Jobs.",
+            configuration: SampleConfiguration.self
+        )
+        func flat(_ text: String) -> String {
+            text.split(whereSeparator: { $0 == " " || $0 == "\n" }).joined(separator: " ")
+        }
+        for command in [DaemonInvocation.Command.status, .reload] {
+            let help = flat(commandLine.help(command))
+            #expect(
+                help.contains(
+                    "--runtime-directory <dir> The running jobd's runtime directory, where its status.json is"
+                ),
+                "\(help)"
+            )
+            #expect(!help.contains("locked against"), "\(help)")
+        }
+        #expect(
+            flat(commandLine.help(.run)).contains(
+                "Where status.json lives; created if missing and locked against a second jobd"
+            )
+        )
+    }
 }
