@@ -283,7 +283,11 @@ extension ListenerGroup.Core {
             let walk = HookWalk(hooks, from: first, clock: clock) { [self] in
                 send([.extendTimeout(microseconds: $0.microseconds)])
             }
-            let task = Task.immediate { await walk.walk(from: first) }
+            let running = AbandonedHooks.Walk()
+            let task = Task.immediate { [abandoned] in
+                await walk.walk(from: first)
+                abandoned.ended(running)
+            }
             var end = walk.end
             if end == nil {
                 if hooks.interruptible {
@@ -305,6 +309,8 @@ extension ListenerGroup.Core {
                     // before the mediator goes on and the daemon exits.
                     await awaitEnd(of: task, within: min(hooks.budget(hooks.steps[index]), Self.interruptionGrace))
                 }
+                // Still running (it ignores cancellation): counted until it returns.
+                abandoned.left(running)
                 let duration: Duration? = if case .overran(let budget) = outcome { budget } else { nil }
                 guard hooks.settle(hooks.steps[index], outcome, duration) else { return index + 1 }
                 next = index + 1
@@ -313,5 +319,41 @@ extension ListenerGroup.Core {
             }
         }
         return next
+    }
+}
+
+/// Hooks the mediator abandoned (over their budget, or cut short by a second stop request) that
+/// still run: a hook that ignores cancellation goes on beside the listeners that stop after it,
+/// and what it changes from then on may be lost. ``ListenerContext`` tells the listeners
+/// (a state store keeps its unclean-shutdown marker then).
+final class AbandonedHooks: Sendable {
+    /// One walk's task: running, left running by the mediator, or ended.
+    final class Walk: Sendable {
+        enum Phase { case running, left, ended }
+        let phase = Mutex(Phase.running)
+    }
+
+    private let count = Mutex(0)
+
+    /// How many abandoned hooks still run.
+    var running: Int { count.withLock { $0 } }
+
+    /// The mediator went on without `walk`'s task: counted if it has not ended.
+    func left(_ walk: Walk) {
+        let counted = walk.phase.withLock { phase -> Bool in
+            guard phase == .running else { return false }
+            phase = .left
+            return true
+        }
+        if counted { count.withLock { $0 += 1 } }
+    }
+
+    /// `walk`'s task ended: no longer counted.
+    func ended(_ walk: Walk) {
+        let wasLeft = walk.phase.withLock { phase -> Bool in
+            defer { phase = .ended }
+            return phase == .left
+        }
+        if wasLeft { count.withLock { $0 -= 1 } }
     }
 }

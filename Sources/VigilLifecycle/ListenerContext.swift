@@ -41,6 +41,12 @@ public final class ListenerContext: Sendable {
         return budgets
     }
 
+    /// How many hooks the mediator abandoned (over their budget, or cut short by a second stop
+    /// request) still run: they ignored cancellation, and may go on changing what the
+    /// listeners stopping after them saved. A state store keeps its unclean-shutdown marker at
+    /// stop while one runs.
+    package var abandonedHooksRunning: Int { core.abandoned.running }
+
     /// The clock the mediator holds hooks to (``ListenerGroup/Configuration/clock``): a listener
     /// that times its own work against its budget (``ServiceListener``) waits on it.
     package var clock: LoopClock { core.clock }

@@ -67,6 +67,8 @@ extension ListenerGroup {
 
         let notifier: any ServiceManagerNotifier
         let observers: [any LifecycleObserver]
+        /// Abandoned hooks that still run.
+        let abandoned = AbandonedHooks()
         let logger: Logger
         let clock: LoopClock
         private let state = Mutex(State.initial(Active(), stop: nil))

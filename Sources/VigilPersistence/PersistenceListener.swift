@@ -195,6 +195,14 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
         await checkpoints.stop()
         guard let store else { return }
         let marker = self.marker
+        // A hook abandoned at this stop (it ignored cancellation) still runs: what it sets after
+        // this checkpoint is lost, so the stop is not clean for the state, and the marker stays.
+        let stillRunning = context.abandonedHooksRunning
+        if stillRunning > 0 {
+            context.logger.warning(
+                "\(stillRunning) abandoned listener hook(s) still run at the final checkpoint; the unclean-shutdown marker stays, so the next start reports this stop as unclean (what they change from now on is lost)"
+            )
+        }
         // The marker goes in the same call on the helper thread, after the checkpoint: its
         // directory's fsync must not stall the daemon's thread either.
         do {
@@ -209,6 +217,7 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
                 // The daemon's file work ends here: the helper thread ends with it, while awake.
                 last: true
             ) { [marker] in
+                guard stillRunning == 0 else { return }
                 do { try marker.end() } catch { throw MarkerNotRemoved(cause: error) }
             }
         } catch let error as MarkerNotRemoved {

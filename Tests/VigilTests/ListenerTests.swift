@@ -243,6 +243,40 @@ struct PortListener: Listener {
         #expect(access(path + ".running", F_OK) != 0, "and the stop recorded as clean for the data")
     }
 
+    /// A hook abandoned at stop that ignores cancellation still runs at the final checkpoint:
+    /// what it changes after it is lost, so the marker stays and the next start says unclean.
+    @Test func anAbandonedHookStillRunningKeepsTheUncleanMarker() async throws {
+        var template = Array("/dev/shm/vigil-state-XXXXXX".utf8CString)
+        let directory = String(cString: try #require(mkdtemp(&template)))
+        let path = directory + "/state.json"
+        defer {
+            for name in ["state.json", "state.json.running"] { unlink(directory + "/" + name) }
+            rmdir(directory)
+        }
+        let persistence = persistence(path)
+        let log = AsyncRecorder<String>()
+        let hung = RecordingListener(
+            "hung",
+            dependencies: ["persistence"],
+            budgets: .init(terminate: .milliseconds(200)),
+            log: log,
+            behaviors: ["terminate": .hang]
+        )
+        let error = await #expect(throws: ListenerGroupError.self) {
+            try await withRunningDaemon(
+                listeners: [ConfigurationListener<SampleConfiguration>(source: .embeddedDefault), persistence, hung]
+            ) { _ in
+                try persistence.store?.set(Counter(count: 4), forKey: "worker")
+            }
+        }
+        #expect(
+            error?.message.contains("'hung' did not finish within its terminate budget") == true,
+            "\(String(describing: error))"
+        )
+        #expect(readFile(path)?.contains("\"count\": 4") == true, "the final checkpoint was taken")
+        #expect(access(path + ".running", F_OK) == 0, "the marker stays: the stop was not clean for the state")
+    }
+
     @Test func periodicCheckpointsWriteOnlyWhenSomethingChanged() async throws {
         let path = temporaryDirectory() + "/state.json"
         let clock = TestClock()
