@@ -25,18 +25,15 @@ package enum ProcessStartTime {
 
     /// Field 3 (the state letter) of a `/proc/<pid>/stat` line, counted from the last `)`.
     package static func state(statLine: [UInt8]) -> UInt8? {
-        guard let close = statLine.lastIndex(of: UInt8(ascii: ")")) else { return nil }
-        return statLine[(close + 1)...].first { $0 != UInt8(ascii: " ") }
+        fieldsAfterName(statLine)?.first?.first
     }
 
     /// Field 22 of a `/proc/<pid>/stat` line. The second field, `(comm)`, is the executable's
     /// name and may hold spaces and parentheses itself, so the fields after it are counted from
     /// the **last** `)`: the state is field 3, the start time field 22.
     package static func parse(statLine: [UInt8]) -> UInt64? {
-        guard let close = statLine.lastIndex(of: UInt8(ascii: ")")) else { return nil }
-        let fields = statLine[(close + 1)...].split(separator: UInt8(ascii: " "), omittingEmptySubsequences: true)
         // fields[0] is field 3 (state); field 22 is fields[19].
-        guard fields.count > 19 else { return nil }
+        guard let fields = fieldsAfterName(statLine), fields.count > 19 else { return nil }
         let field = fields[19]
         guard !field.isEmpty, field.count <= 20 else { return nil }
         var value: UInt64 = 0
@@ -48,6 +45,12 @@ package enum ProcessStartTime {
             value = sum
         }
         return value
+    }
+
+    /// The fields after `(comm)`, from field 3 on; `nil` without a `)`.
+    private static func fieldsAfterName(_ statLine: [UInt8]) -> [ArraySlice<UInt8>]? {
+        guard let close = statLine.lastIndex(of: UInt8(ascii: ")")) else { return nil }
+        return statLine[(close + 1)...].split(separator: UInt8(ascii: " "), omittingEmptySubsequences: true)
     }
 
     private static func statLine(_ pid: Int32) -> [UInt8]? {

@@ -73,6 +73,10 @@ private final class HookWalk<Step: Sendable, Value: Sendable>: Sendable {
         var watcher: Task<Void, Never>?
         var end: End?
         var waiter: CheckedContinuation<Void, Never>?
+        /// The walk's task returned.
+        var taskEnded = false
+        /// The mediator went on while the task still ran: counted in ``AbandonedHooks``.
+        var leftRunning = false
     }
 
     let hooks: HookSequence<Step, Value>
@@ -138,6 +142,23 @@ private final class HookWalk<Step: Sendable, Value: Sendable>: Sendable {
 
     /// The end, when the walk already ended (it never suspended, or it ended meanwhile).
     var end: End? { state.withLock { $0.end } }
+
+    /// The mediator goes on without this walk's task: counted in `abandoned` until it returns.
+    func leave(counting abandoned: AbandonedHooks) {
+        state.withLock { state in
+            guard !state.taskEnded, !state.leftRunning else { return }
+            state.leftRunning = true
+            abandoned.add(1)
+        }
+    }
+
+    /// The walk's task returned: no longer counted, if it was.
+    func taskEnded(counting abandoned: AbandonedHooks) {
+        state.withLock { state in
+            state.taskEnded = true
+            if state.leftRunning { abandoned.add(-1) }
+        }
+    }
 
     /// From now on the running hook's budget counts (from now: the time it ran before it
     /// suspended was the mediator's own), and so does every later hook's, under one watcher.
@@ -283,10 +304,9 @@ extension ListenerGroup.Core {
             let walk = HookWalk(hooks, from: first, clock: clock) { [self] in
                 send([.extendTimeout(microseconds: $0.microseconds)])
             }
-            let running = AbandonedHooks.Walk()
             let task = Task.immediate { [abandoned] in
                 await walk.walk(from: first)
-                abandoned.ended(running)
+                walk.taskEnded(counting: abandoned)
             }
             var end = walk.end
             if end == nil {
@@ -310,7 +330,7 @@ extension ListenerGroup.Core {
                     await awaitEnd(of: task, within: min(hooks.budget(hooks.steps[index]), Self.interruptionGrace))
                 }
                 // Still running (it ignores cancellation): counted until it returns.
-                abandoned.left(running)
+                walk.leave(counting: abandoned)
                 let duration: Duration? = if case .overran(let budget) = outcome { budget } else { nil }
                 guard hooks.settle(hooks.steps[index], outcome, duration) else { return index + 1 }
                 next = index + 1
@@ -327,33 +347,11 @@ extension ListenerGroup.Core {
 /// and what it changes from then on may be lost. ``ListenerContext`` tells the listeners
 /// (a state store keeps its unclean-shutdown marker then).
 final class AbandonedHooks: Sendable {
-    /// One walk's task: running, left running by the mediator, or ended.
-    final class Walk: Sendable {
-        enum Phase { case running, left, ended }
-        let phase = Mutex(Phase.running)
-    }
-
     private let count = Mutex(0)
 
     /// How many abandoned hooks still run.
     var running: Int { count.withLock { $0 } }
 
-    /// The mediator went on without `walk`'s task: counted if it has not ended.
-    func left(_ walk: Walk) {
-        let counted = walk.phase.withLock { phase -> Bool in
-            guard phase == .running else { return false }
-            phase = .left
-            return true
-        }
-        if counted { count.withLock { $0 += 1 } }
-    }
-
-    /// `walk`'s task ended: no longer counted.
-    func ended(_ walk: Walk) {
-        let wasLeft = walk.phase.withLock { phase -> Bool in
-            defer { phase = .ended }
-            return phase == .left
-        }
-        if wasLeft { count.withLock { $0 -= 1 } }
-    }
+    /// One more (`1`) or one fewer (`-1`): each walk counts itself once, under its own lock.
+    func add(_ delta: Int) { count.withLock { $0 += delta } }
 }

@@ -32,6 +32,10 @@ extension ListenerGroup {
             var reason: TerminationReason
             /// A second stop request came.
             var urgent = false
+
+            /// How the stop begins: a second request that came before it cuts the first
+            /// listener to stop short as it pauses.
+            var urgency: Urgency { urgent ? .cutNext : .none(firstHook: true) }
         }
 
         /// What further stop requests did to a stop under way.
@@ -284,11 +288,7 @@ extension ListenerGroup {
                     state = .stopping(urgency: .none(firstHook: true), interruption: nil, generation: active.generation)
                     return Array(active.probes.values)
                 case .stopRequested(let stop, let generation):
-                    state = .stopping(
-                        urgency: stop.urgent ? .cutNext : .none(firstHook: true),
-                        interruption: nil,
-                        generation: generation
-                    )
+                    state = .stopping(urgency: stop.urgency, interruption: nil, generation: generation)
                     return []
                 case .stopping, .stopped:
                     return []
@@ -341,11 +341,7 @@ extension ListenerGroup {
         func nextEvent() -> LifecycleEvent? {
             state.withLock { state -> LifecycleEvent? in
                 if case .stopRequested(let stop, let generation) = state {
-                    state = .stopping(
-                        urgency: stop.urgent ? .cutNext : .none(firstHook: true),
-                        interruption: nil,
-                        generation: generation
-                    )
+                    state = .stopping(urgency: stop.urgency, interruption: nil, generation: generation)
                     return .terminate(stop.reason)
                 }
                 guard case .active = state else { return nil }
