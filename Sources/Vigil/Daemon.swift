@@ -46,10 +46,13 @@ public struct Daemon: Sendable {
     public var metrics: any MetricsFactory
     /// The logging set-up from ``bootstrapLogging(identifier:level:)``.
     package let logging: DaemonLogging
-    /// How long ``run()`` waits at its end for the service manager to confirm that it processed
-    /// the last notifications (`STOPPING=1`, the final `STATUS=`): `BARRIER=1`, see
-    /// `SystemdNotifier.barrier(timeout:)`. 1 s unless set; a frozen manager delays the exit by
-    /// at most this much.
+    /// How long ``run()`` waits at its end, when it must, for the service manager to confirm that
+    /// it processed the last notifications (`STOPPING=1`, the final `STATUS=`): `BARRIER=1`, see
+    /// `SystemdNotifier.barrier(timeout:)`. It must when notifications still wait in the process
+    /// (systemd's queue was full) or the process is not the one systemd started
+    /// (`SYSTEMD_EXEC_PID`); otherwise everything sent is in systemd's queue, which systemd reads
+    /// before it handles the exit, and the exit waits for nothing. 1 s unless set; a frozen
+    /// manager delays such an exit by at most this much.
     public var exitBarrierTimeout: Duration = .seconds(1)
     /// The clock of the group's budgets and probes and of the watchdog's rounds: the monotonic
     /// clock, or a test's (VigilTesting's `TestClock`) that the test advances by hand.
@@ -120,7 +123,8 @@ public struct Daemon: Sendable {
     }
 
     /// Waits (at most ``exitBarrierTimeout``) until the service manager has processed what was
-    /// sent: datagrams still queued on the notifier's helper thread would die with the process.
+    /// sent, when that is needed: datagrams still queued on the notifier's helper thread would
+    /// die with the process (see ``exitBarrierTimeout``).
     private func synchronizeWithServiceManager() {
         do {
             if try !notifier.synchronize(timeout: exitBarrierTimeout) {

@@ -609,8 +609,9 @@ package final class ListenerGroup: Service {
         startedAt: Duration
     ) async -> [(listener: String, reason: String)] {
         core.send([.stopping, .status("Stopping (\(reason))…")])
-        // Usually the last notification: the exit's barrier is sent now and confirmed while
-        // the listeners stop (a later notification makes the exit send a new one).
+        // Usually the last notification: when the exit will need a barrier (notifications wait
+        // in the process, or it is not the one the manager started), it is sent now and
+        // confirmed while the listeners stop (a later notification makes the exit send a new one).
         core.notifier.prepareToSynchronize()
         core.observe(.stopping(reason))
         let context = self.context

@@ -10,7 +10,9 @@ package protocol ServiceManagerNotifier: Sendable {
     func notify(_ messages: [NotifyMessage]) throws
 
     /// Waits, at most `timeout`, until the service manager has processed every notification sent
-    /// before (systemd: `BARRIER=1`), so that none is lost when the process exits.
+    /// before (systemd: `BARRIER=1`), so that none is lost when the process exits; waits for
+    /// nothing when none can be (systemd: everything is in its queue, and it reads that queue
+    /// before it handles the exit of the process it started).
     ///
     /// - Returns: `true` when the service manager confirmed or there is nothing to wait for;
     ///   `false` when `timeout` passed first.

@@ -126,11 +126,19 @@ extension SystemdNotifier: ServiceManagerNotifier {
         for datagram in NotifyMessage.datagrams(messages) { try send(datagram) }
     }
 
-    /// `SystemdNotifier.barrier(timeout:)`: `BARRIER=1`, then a bounded wait for systemd.
-    package func synchronize(timeout: Duration) throws -> Bool { try barrier(timeout: timeout) }
+    /// `SystemdNotifier.barrier(timeout:)` when the exit needs one (``exitNeedsBarrier``, or a
+    /// barrier was sent ahead): `BARRIER=1`, then a bounded wait for systemd. Otherwise nothing:
+    /// everything sent is in systemd's queue already, and systemd reads that queue before it
+    /// handles the exit of its main process.
+    package func synchronize(timeout: Duration) throws -> Bool {
+        guard exitNeedsBarrier || Self.sentBarrierAhead else { return true }
+        return try barrier(timeout: timeout)
+    }
 
-    /// ``SystemdNotifier/sendBarrierAhead()``.
-    package func prepareToSynchronize() { sendBarrierAhead() }
+    /// ``SystemdNotifier/sendBarrierAhead()`` when the exit will need a barrier.
+    package func prepareToSynchronize() {
+        if exitNeedsBarrier { sendBarrierAhead() }
+    }
 }
 
 /// A failed system call, a notification that could not be sent among them, gives systemd its

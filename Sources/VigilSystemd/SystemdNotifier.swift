@@ -175,6 +175,30 @@ public struct SystemdNotifier: Sendable {
         if after != before &+ 1 { close(ends[0]) }
     }
 
+    /// Whether a process about to exit must wait for systemd to confirm what it sent
+    /// (``barrier(timeout:)``) lest a notification be lost: when datagrams still wait in this
+    /// process (systemd's queue was full: they die with it), or when this process is not the
+    /// one systemd started (`SYSTEMD_EXEC_PID`, set by systemd 248 and later, names another:
+    /// systemd finds the unit of any other process from its control group, which it can no
+    /// longer read once that process has exited).
+    ///
+    /// Otherwise every datagram is in systemd's socket queue, which survives the sender, and
+    /// systemd reads that queue before it handles the exit of the process it started (its
+    /// notification socket has a higher priority than `SIGCHLD`, "so that we can still identify
+    /// to which service an exit message belongs", manager.c), so nothing needs waiting for.
+    /// `SYSTEMD_EXEC_PID` unset or empty (systemd before 248, no service manager that sets it)
+    /// counts as this process; any other value that is not this process's pid, as another.
+    package var exitNeedsBarrier: Bool {
+        guard getenv("NOTIFY_SOCKET") != nil else { return false }
+        if NotifyConnection.current.withLock({ $0?.hasWaiting ?? false }) { return true }
+        guard let pointer = getenv("SYSTEMD_EXEC_PID"), pointer.pointee != 0 else { return false }
+        guard let pid = Watchdog.decimal(String(cString: pointer)) else { return true }
+        return pid != UInt64(getpid())
+    }
+
+    /// Whether a barrier sent ahead waits to be confirmed at exit.
+    static var sentBarrierAhead: Bool { ahead.withLock { $0 != nil } }
+
     /// The barrier sent ahead (this process's end of its socket pair) and the number of
     /// datagrams sent up to and including it.
     private static let ahead = Mutex<(descriptor: Int32, sent: UInt64)?>(nil)
@@ -275,6 +299,9 @@ private final class NotifyConnection: Sendable {
     }
 
     var backlog: Int { queue.withLock { $0.waiting.count } }
+
+    /// Whether datagrams wait to be sent, or one is being sent by the sender thread.
+    var hasWaiting: Bool { queue.withLock { !$0.waiting.isEmpty || $0.senderRunning } }
 
     /// Datagrams dropped from a full backlog so far.
     var dropped: Int { queue.withLock { $0.dropped } }

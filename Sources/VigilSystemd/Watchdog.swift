@@ -39,8 +39,9 @@ package struct Watchdog: Sendable {
         self.init(microseconds: usec)
     }
 
-    /// `text` as an unsigned decimal number: digits only, `nil` when it overflows `UInt64`.
-    private static func decimal(_ text: String) -> UInt64? {
+    /// `text` as an unsigned decimal number: digits only, `nil` when it overflows `UInt64` (also
+    /// how the notifier reads `SYSTEMD_EXEC_PID`).
+    package static func decimal(_ text: String) -> UInt64? {
         guard !text.isEmpty else { return nil }
         var value: UInt64 = 0
         for byte in text.utf8 {

@@ -19,6 +19,9 @@
 //   barrier=MS       BARRIER=1 with a wait of at most MS ms; reports "barrier=confirmed ms=M" or
 //                    "barrier=timed-out ms=M" (M: how long it waited), or "error errno=N: DESCRIPTION"
 //   barrier-ahead    sends BARRIER=1 without waiting (`sendBarrierAhead`); reports "ahead"
+//   exit-sync=MS     what a daemon does at exit (`prepareToSynchronize`, then
+//                    `synchronize(timeout:)`, which sends BARRIER=1 only when the exit needs one);
+//                    reports "exit-sync=confirmed|timed-out needed=true|false ms=M"
 //   credential=NAME  reads the credential NAME (`Credentials.readString`); reports
 //                    "credential NAME=TEXT" or "error code=C: MESSAGE"
 //   snapshot-store=NAME:TEXT   stores TEXT as snapshot NAME (`StoredSnapshot.store`); reports
@@ -29,6 +32,7 @@
 //   wait             waits for a signal (SIGTERM ends the probe), to run as a service
 //   watchdog         reports "watchdog=none" or "watchdog interval=D ping=D" (`fromEnvironment`)
 //   env=NAME         reports "NAME=VALUE" or "NAME unset"
+// With VIGIL_PROBE_EXEC_PID_SELF set, the probe first sets SYSTEMD_EXEC_PID to its own pid.
 // Each report is one datagram to the Unix socket named by VIGIL_PROBE_REPORT (a FakeNotifySocket
 // of the test), else one line on stdout. Exit status 0, or 2 for an unknown action.
 import VigilPOSIX
@@ -65,6 +69,15 @@ func report(_ text: String) {
 }
 
 let clock = ContinuousClock()
+
+/// Whole milliseconds from `start` to now.
+func milliseconds(since start: ContinuousClock.Instant) -> Int64 {
+    let elapsed = clock.now - start
+    return elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000
+}
+// VIGIL_PROBE_EXEC_PID_SELF: act as the process systemd started, which finds its own pid in
+// SYSTEMD_EXEC_PID (systemd sets it in the child after fork; a test knows the pid only later).
+if getenv("VIGIL_PROBE_EXEC_PID_SELF") != nil { setenv("SYSTEMD_EXEC_PID", "\(getpid())", 1) }
 for action in CommandLine.arguments.dropFirst() {
     let (verb, argument): (Substring, String) =
         if let equals = action.firstIndex(of: "=") {
@@ -97,10 +110,7 @@ for action in CommandLine.arguments.dropFirst() {
     case "burst":
         let start = clock.now
         for index in 0..<max(0, Int(argument) ?? 0) { try? SystemdNotifier().send("STATUS=\(index)") }
-        let elapsed = clock.now - start
-        report(
-            "burst backlog=\(SystemdNotifier.backlog) ms=\(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)"
-        )
+        report("burst backlog=\(SystemdNotifier.backlog) ms=\(milliseconds(since: start))")
     case "drain":
         let deadline = clock.now + .seconds(30)
         while SystemdNotifier.backlog > 0 && clock.now < deadline { usleep(1000) }
@@ -119,12 +129,22 @@ for action in CommandLine.arguments.dropFirst() {
         let start = clock.now
         do {
             let confirmed = try SystemdNotifier().barrier(timeout: .milliseconds(Int(argument) ?? 0))
-            let elapsed = clock.now - start
-            let milliseconds =
-                elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000
-            report("barrier=\(confirmed ? "confirmed" : "timed-out") ms=\(milliseconds)")
+            report("barrier=\(confirmed ? "confirmed" : "timed-out") ms=\(milliseconds(since: start))")
         } catch {
             report("error errno=\(error.errno): \(error)")
+        }
+    case "exit-sync":
+        let notifier = SystemdNotifier()
+        let needed = notifier.exitNeedsBarrier
+        let start = clock.now
+        do {
+            notifier.prepareToSynchronize()
+            let confirmed = try notifier.synchronize(timeout: .milliseconds(Int(argument) ?? 0))
+            report(
+                "exit-sync=\(confirmed ? "confirmed" : "timed-out") needed=\(needed) ms=\(milliseconds(since: start))"
+            )
+        } catch {
+            report("error: \(error)")
         }
     case "barrier-ahead":
         SystemdNotifier().sendBarrierAhead()

@@ -237,20 +237,62 @@ struct NotifyProbe {
 
     /// Datagrams that wait on the notifier's helper thread (the manager took none for a while)
     /// arrive before the process exits when it waits on a barrier; without one they would die
-    /// with it.
-    @Test func aBarrierWaitsForTheQueuedDatagrams() async throws {
+    /// with it. So the exit of even the process systemd started (`exit-sync`, `SYSTEMD_EXEC_PID`
+    /// unset) sends `BARRIER=1` behind them while they wait, and waits until it is confirmed.
+    @Test(arguments: [
+        ("barrier=30000", "barrier=confirmed "),
+        ("exit-sync=30000", "exit-sync=confirmed needed=true "),
+    ])
+    func aBarrierWaitsForTheQueuedDatagrams(action: String, confirmed: String) async throws {
         let fake = try FakeNotifySocket()
         fake.pause()
-        let probe = try NotifyProbe(["burst=60", "barrier=30000"], environment: ["NOTIFY_SOCKET": fake.path])
+        let probe = try NotifyProbe(
+            ["burst=60", action],
+            environment: ["NOTIFY_SOCKET": fake.path, "SYSTEMD_EXEC_PID": ""]
+        )
         let burst = try await probe.reports(1)[0]
         let backlog = try #require(Int(burst.split(separator: " ")[1].dropFirst("backlog=".count)), "\(burst)")
         #expect(backlog > 0, "the manager's queue filled, so datagrams waited on the helper thread: \(burst)")
         fake.resume()
         let reports = try await probe.reports(2)
         #expect(try await probe.process.waitForExit() == 0)
-        #expect(reports[1].hasPrefix("barrier=confirmed "), "\(reports)")
+        #expect(reports[1].hasPrefix(confirmed), "\(reports)")
         let datagrams = try await fake.datagrams.wait { $0.count == 61 }
         #expect(datagrams.map(\.text) == (0..<60).map { "STATUS=\($0)" } + ["BARRIER=1"])
+    }
+
+    /// The exit of the process systemd started waits for nothing when every datagram is in the
+    /// manager's queue (systemd reads it before it handles the exit): no `BARRIER=1`, even from
+    /// a manager that would never confirm one. `SYSTEMD_EXEC_PID` naming this process, or unset
+    /// (before systemd 248), both count as the process systemd started.
+    @Test(arguments: [nil, "self"])
+    func theExitOfTheStartedProcessWaitsForNothing(execPID: String?) async throws {
+        let fake = try FakeNotifySocket(answersBarriers: false)
+        // "self": the probe reads its own pid into the variable (`env-self`), see below.
+        var environment = ["NOTIFY_SOCKET": fake.path, "SYSTEMD_EXEC_PID": ""]
+        if execPID != nil { environment["VIGIL_PROBE_EXEC_PID_SELF"] = "1" }
+        let reports = try await NotifyProbe.run(
+            ["send=STOPPING=1", "exit-sync=30000", "send=END"],
+            environment: environment
+        )
+        #expect(reports[1].hasPrefix("exit-sync=confirmed needed=false "), "\(reports)")
+        let datagrams = try await fake.datagrams.wait { $0.contains { $0.text == "END" } }
+        #expect(datagrams.map(\.text) == ["STOPPING=1", "END"])
+    }
+
+    /// A process systemd did not start (a child of the main process: `SYSTEMD_EXEC_PID` names
+    /// another) is found by its control group, gone once it exits: its exit waits for the barrier.
+    /// So does one whose `SYSTEMD_EXEC_PID` is not a pid at all.
+    @Test(arguments: ["1", "12x", "99999999999999999999999"])
+    func theExitOfAnotherProcessWaitsForTheManager(execPID: String) async throws {
+        let fake = try FakeNotifySocket()
+        let reports = try await NotifyProbe.run(
+            ["send=STOPPING=1", "exit-sync=30000"],
+            environment: ["NOTIFY_SOCKET": fake.path, "SYSTEMD_EXEC_PID": execPID]
+        )
+        #expect(reports[1].hasPrefix("exit-sync=confirmed needed=true "), "\(reports)")
+        let datagrams = try await fake.datagrams.wait { $0.count == 2 }
+        #expect(datagrams.map(\.text) == ["STOPPING=1", "BARRIER=1"])
     }
 
     @Test func aBarrierWithoutNotifySocketWaitsForNothing() async throws {

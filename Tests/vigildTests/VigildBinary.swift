@@ -22,6 +22,9 @@ enum VigildBinary {
     ) async throws -> (DaemonProcess, String) {
         var environment = environment
         environment["NOTIFY_SOCKET"] = socket.path
+        // The process systemd started, whatever the test runner inherited (unset or empty:
+        // this process); a test that wants another sets it.
+        environment["SYSTEMD_EXEC_PID"] = environment["SYSTEMD_EXEC_PID"] ?? ""
         let process = try DaemonProcess(
             executable: path,
             arguments: ["run", "--state-directory", directory + "/state", "--runtime-directory", directory + "/run"]
