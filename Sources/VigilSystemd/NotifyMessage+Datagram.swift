@@ -131,7 +131,7 @@ extension SystemdNotifier: ServiceManagerNotifier {
     /// everything sent is in systemd's queue already, and systemd reads that queue before it
     /// handles the exit of its main process.
     package func synchronize(timeout: Duration) throws -> Bool {
-        guard exitNeedsBarrier || Self.sentBarrierAhead else { return true }
+        guard exitNeedsBarrier || Self.holdsBarrierAhead else { return true }
         return try barrier(timeout: timeout)
     }
 

@@ -196,8 +196,9 @@ public struct SystemdNotifier: Sendable {
         return pid != UInt64(getpid())
     }
 
-    /// Whether a barrier sent ahead waits to be confirmed at exit.
-    static var sentBarrierAhead: Bool { ahead.withLock { $0 != nil } }
+    /// Whether a barrier sent ahead waits to be confirmed at exit (its descriptor is held until
+    /// then).
+    package static var holdsBarrierAhead: Bool { ahead.withLock { $0 != nil } }
 
     /// The barrier sent ahead (this process's end of its socket pair) and the number of
     /// datagrams sent up to and including it.

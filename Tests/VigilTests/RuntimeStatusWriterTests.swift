@@ -28,11 +28,12 @@ import VigilTesting
         }
     }
 
+    /// With a barrier's descriptor held for the exit, "stopping" is written at once too.
     @Test func reloadsShareOneWriteAndChangesOfStateAreWrittenAtOnce() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
         // A deferral no test run reaches: only the stop below may write.
-        let writer = RuntimeStatusWriter(deferral: .seconds(3600))
+        let writer = RuntimeStatusWriter(deferral: .seconds(3600), stoppingWaits: { false })
         writer.use(scratch.directory)
         #expect(scratch.status?.state == "starting", "written before READY=1, so reload finds the pid")
 
@@ -53,6 +54,42 @@ import VigilTesting
         #expect(writer.pendingWrite == nil, "the stop's write took the due one's place")
         writer.observe(.stopped(uptime: .seconds(1)))
         #expect(scratch.status?.state == "stopped")
+    }
+
+    /// Without a barrier held (the process systemd started, nothing waiting to be sent),
+    /// "stopping" waits for the deferral: a stop that ends first writes only "stopped", with
+    /// everything the due write would have had.
+    @Test func aQuickStopWritesOnlyStopped() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let writer = RuntimeStatusWriter(deferral: .seconds(3600), stoppingWaits: { true })
+        writer.use(scratch.directory)
+        writer.observe(.started(generation: 1, timeToReady: .milliseconds(2)))
+        writer.observe(.reloadApplied(generation: 2, duration: .microseconds(80)))
+        writer.observe(.stopping(.signal(.sigterm)))
+        #expect(scratch.status?.state == "running", "not written yet")
+        #expect(writer.current.state == "stopping")
+        #expect(writer.pendingWrite != nil)
+        writer.observe(.stopped(uptime: .seconds(1)))
+        let stopped = try #require(scratch.status)
+        #expect(stopped.state == "stopped")
+        #expect(stopped.generation == 2)
+        #expect(stopped.lastReload?.result == "applied")
+        #expect(writer.pendingWrite == nil, "the stop's write took the due one's place")
+    }
+
+    /// A stop that lasts shows "stopping" once the deferral has passed.
+    @Test func aLongerStopShowsStopping() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let writer = RuntimeStatusWriter(deferral: .milliseconds(1), stoppingWaits: { true })
+        writer.use(scratch.directory)
+        writer.observe(.started(generation: 1, timeToReady: .milliseconds(2)))
+        writer.observe(.stopping(.signal(.sigterm)))
+        let pending = try #require(writer.pendingWrite)
+        await pending.value
+        #expect(scratch.status?.state == "stopping")
+        #expect(writer.pendingWrite == nil)
     }
 
     @Test func theDeferredWriteLandsWithoutAnotherEvent() async throws {
