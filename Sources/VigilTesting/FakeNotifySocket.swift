@@ -64,6 +64,8 @@ public final class FakeNotifySocket: Sendable {
     public let datagrams = AsyncRecorder<Datagram>()
     private let directory: String
     private let descriptor: Int32
+    /// What ``descriptor`` referred to when it was bound, checked before it is shut down.
+    private let identity: Datagram.PassedDescriptor?
     private let done = DispatchSemaphore(value: 0)
     private let control: Control
 
@@ -99,6 +101,7 @@ public final class FakeNotifySocket: Sendable {
         path = directory + "/notify.sock"
         let descriptor = try UnixDatagramSocket.bind(path: path)
         self.descriptor = descriptor
+        identity = Datagram.PassedDescriptor(of: descriptor)
         var on: Int32 = 1
         setsockopt(descriptor, SOL_SOCKET, SO_PASSCRED, &on, socklen_t(MemoryLayout<Int32>.size))
         setsockopt(descriptor, SOL_SOCKET, SO_TIMESTAMPNS, &on, socklen_t(MemoryLayout<Int32>.size))
@@ -110,6 +113,9 @@ public final class FakeNotifySocket: Sendable {
             done.signal()
         }
     }
+
+    /// The socket's descriptor (the test kit's own tests).
+    package var descriptorForTests: Int32 { descriptor }
 
     /// Stops taking datagrams, as a frozen manager does: once the receiving thread has taken the
     /// one it may be waiting for, the rest stay in the socket's queue (and the sender's queue
@@ -124,6 +130,18 @@ public final class FakeNotifySocket: Sendable {
 
     deinit {
         resume()
+        // Still this fake's socket? If something else in the process closed the descriptor and
+        // its number was reused, a shutdown here would cut off whoever holds it now (another
+        // fake's socket, whose sender then fails with EPIPE): say so loudly and leave it.
+        guard Datagram.PassedDescriptor(of: descriptor) == identity else {
+            let warning =
+                "FakeNotifySocket \(path): descriptor \(descriptor) is no longer this socket (closed elsewhere, "
+                + "its number reused?): left alone, its receiving thread too\n"
+            _ = Array(warning.utf8).withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+            unlink(path)
+            rmdir(directory)
+            return
+        }
         shutdown(descriptor, Int32(SHUT_RDWR))
         done.wait()
         for held in control.state.withLock({ $0.held }) { close(held) }

@@ -6,24 +6,47 @@ import VigilTesting
 @Suite struct TestKitTests {
     @Test func theFakeSocketSeesDatagramsAndTheirSender() async throws {
         let socket = try FakeNotifySocket()
-        let sender = Glibc.socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
-        defer { close(sender) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (index, byte) in socket.path.utf8.enumerated() { raw[index] = byte }
-        }
         let text = "READY=1\nSTATUS=x"
-        let sent = withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
-                sendto(sender, text, text.utf8.count, 0, address, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
+        let sent = Self.send(text, to: socket.path)
         #expect(sent == text.utf8.count)
         let datagram = try await socket.datagrams.wait { !$0.isEmpty }[0]
         #expect(datagram.text == text)
         #expect(datagram.senderPID == getpid())
         #expect(datagram.value("STATUS") == "x")
+    }
+
+    /// A fake whose descriptor number now names another socket (someone closed it, the number
+    /// was reused) leaves that socket alone when it goes. Before, its deinit shut it down, and
+    /// the live fake's sender failed with EPIPE (a CI run's daemon: "Broken pipe").
+    @Test func aFakeWhoseDescriptorNowNamesAnotherSocketLeavesItAlone() async throws {
+        let survivor = try FakeNotifySocket()
+        var stale: FakeNotifySocket? = try FakeNotifySocket()
+        let number = try #require(stale?.descriptorForTests)
+        // What a stale close and a reuse of the number come to, without racing other tests.
+        #expect(dup2(survivor.descriptorForTests, number) == number)
+        stale = nil
+        #expect(stale == nil)
+        close(number)
+        let text = "STATUS=still here"
+        let sent = Self.send(text, to: survivor.path)
+        #expect(sent == text.utf8.count, "errno \(errno)")
+        #expect(try await survivor.datagrams.wait { !$0.isEmpty }.map(\.text) == [text])
+    }
+
+    /// Sends `text` as one datagram to the socket at `path`; what `sendto` returned.
+    private static func send(_ text: String, to path: String) -> Int {
+        let sender = Glibc.socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        defer { close(sender) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (index, byte) in path.utf8.enumerated() { raw[index] = byte }
+        }
+        return withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
+                sendto(sender, text, text.utf8.count, 0, address, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
     }
 
     @Test func aGateHoldsWaitersUntilOpened() async throws {
