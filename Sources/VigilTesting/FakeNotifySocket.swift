@@ -129,19 +129,19 @@ public final class FakeNotifySocket: Sendable {
     }
 
     deinit {
-        resume()
         // Still this fake's socket? If something else in the process closed the descriptor and
         // its number was reused, a shutdown here would cut off whoever holds it now (another
         // fake's socket, whose sender then fails with EPIPE): say so loudly and leave it.
         guard Datagram.PassedDescriptor(of: descriptor) == identity else {
             let warning =
                 "FakeNotifySocket \(path): descriptor \(descriptor) is no longer this socket (closed elsewhere, "
-                + "its number reused?): left alone, its receiving thread too\n"
+                + "its number reused?): left alone, and its receiving thread (paused, it stays so)\n"
             _ = Array(warning.utf8).withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
             unlink(path)
             rmdir(directory)
             return
         }
+        resume()
         shutdown(descriptor, Int32(SHUT_RDWR))
         done.wait()
         for held in control.state.withLock({ $0.held }) { close(held) }

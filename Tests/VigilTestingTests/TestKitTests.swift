@@ -17,11 +17,18 @@ import VigilTesting
 
     /// A fake whose descriptor number now names another socket (someone closed it, the number
     /// was reused) leaves that socket alone when it goes. Before, its deinit shut it down, and
-    /// the live fake's sender failed with EPIPE (a CI run's daemon: "Broken pipe").
+    /// the live fake's sender failed with EPIPE (a CI run's daemon: "Broken pipe"), and then
+    /// waited for its own receiving thread, still blocked on the old socket, for ever.
     @Test func aFakeWhoseDescriptorNowNamesAnotherSocketLeavesItAlone() async throws {
         let survivor = try FakeNotifySocket()
         var stale: FakeNotifySocket? = try FakeNotifySocket()
         let number = try #require(stale?.descriptorForTests)
+        // The stale fake's thread must be blocked in recvmsg on its own socket before the number
+        // names another (it then stays on the old socket, which nobody sends to again); between
+        // two calls it would read the survivor's datagrams.
+        try await poll(until: "the stale fake's thread blocked in recvmsg on descriptor \(number)") {
+            Self.someThreadIsInRecvmsg(on: number)
+        }
         // What a stale close and a reuse of the number come to, without racing other tests.
         #expect(dup2(survivor.descriptorForTests, number) == number)
         stale = nil
@@ -31,6 +38,30 @@ import VigilTesting
         let sent = Self.send(text, to: survivor.path)
         #expect(sent == text.utf8.count, "errno \(errno)")
         #expect(try await survivor.datagrams.wait { !$0.isEmpty }.map(\.text) == [text])
+    }
+
+    /// Whether a thread of this process is in `recvmsg` (system call 47 on x86-64, 212 on
+    /// arm64) on `descriptor`: `/proc/self/task/*/syscall` starts with the call and its first
+    /// argument.
+    private static func someThreadIsInRecvmsg(on descriptor: Int32) -> Bool {
+        #if arch(x86_64)
+            let call = "47"
+        #else
+            let call = "212"
+        #endif
+        guard let tasks = opendir("/proc/self/task") else { return false }
+        defer { closedir(tasks) }
+        let wanted = "\(call) 0x\(String(descriptor, radix: 16)) "
+        while let entry = readdir(tasks) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            guard name.first?.isNumber == true, let text = TextFile.read("/proc/self/task/\(name)/syscall") else {
+                continue
+            }
+            if text.hasPrefix(wanted) { return true }
+        }
+        return false
     }
 
     /// Sends `text` as one datagram to the socket at `path`; what `sendto` returned.
