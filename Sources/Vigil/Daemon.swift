@@ -116,7 +116,8 @@ public struct Daemon: Sendable {
         // Done already by VigilEarlySignals or the event loop; this is for a daemon with neither.
         EventLoopExecutor.openMissingStandardDescriptors()
         let failure = await runGroup(whenCreated: whenCreated)
-        // Stopped: the helper threads end while the barrier is confirmed, not during the exit.
+        // Stopped: the helper threads end now (while a barrier, if the exit needs one, is
+        // confirmed), not during the exit.
         BlockingWorker.shared.retireIdleThreads()
         synchronizeWithServiceManager()
         return failure
