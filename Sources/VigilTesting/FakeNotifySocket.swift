@@ -135,7 +135,7 @@ public final class FakeNotifySocket: Sendable {
         guard Datagram.PassedDescriptor(of: descriptor) == identity else {
             let warning =
                 "FakeNotifySocket \(path): descriptor \(descriptor) is no longer this socket (closed elsewhere, "
-                + "its number reused?): left alone, and its receiving thread (paused, it stays so)\n"
+                + "its number reused?): left alone, and its receiving thread with it\n"
             _ = Array(warning.utf8).withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
             unlink(path)
             rmdir(directory)
