@@ -126,12 +126,17 @@ extension SystemdNotifier: ServiceManagerNotifier {
         for datagram in NotifyMessage.datagrams(messages) { try send(datagram) }
     }
 
-    /// `SystemdNotifier.barrier(timeout:)` when the exit needs one (``exitNeedsBarrier``, or a
-    /// barrier was sent ahead): `BARRIER=1`, then a bounded wait for systemd. Otherwise nothing:
+    /// `SystemdNotifier.barrier(timeout:)` when the exit needs one (``exitNeedsBarrier``):
+    /// `BARRIER=1` (or the one sent ahead), then a bounded wait for systemd. Otherwise nothing:
     /// everything sent is in systemd's queue already, and systemd reads that queue before it
     /// handles the exit of its main process.
     package func synchronize(timeout: Duration) throws -> Bool {
-        guard exitNeedsBarrier || Self.holdsBarrierAhead else { return true }
+        guard exitNeedsBarrier else {
+            // A barrier sent ahead while datagrams waited: they have gone since, so nothing
+            // needs its answer either.
+            Self.dropBarrierAhead()
+            return true
+        }
         return try barrier(timeout: timeout)
     }
 

@@ -196,6 +196,11 @@ public struct SystemdNotifier: Sendable {
         return pid != UInt64(getpid())
     }
 
+    /// Closes the barrier sent ahead, if one is held, without waiting for its answer.
+    package static func dropBarrierAhead() {
+        if let ahead = ahead.withLock({ $0.take() }) { close(ahead.descriptor) }
+    }
+
     /// Whether a barrier sent ahead waits to be confirmed at exit (its descriptor is held until
     /// then).
     package static var holdsBarrierAhead: Bool { ahead.withLock { $0 != nil } }

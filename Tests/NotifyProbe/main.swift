@@ -19,6 +19,8 @@
 //   barrier=MS       BARRIER=1 with a wait of at most MS ms; reports "barrier=confirmed ms=M" or
 //                    "barrier=timed-out ms=M" (M: how long it waited), or "error errno=N: DESCRIPTION"
 //   barrier-ahead    sends BARRIER=1 without waiting (`sendBarrierAhead`); reports "ahead"
+//   prepare          `prepareToSynchronize()` (a barrier ahead when the exit will need one);
+//                    reports "prepared"
 //   exit-sync=MS     what a daemon does at exit (`prepareToSynchronize`, then
 //                    `synchronize(timeout:)`, which sends BARRIER=1 only when the exit needs one);
 //                    reports "exit-sync=confirmed|timed-out needed=true|false ms=M"
@@ -133,6 +135,9 @@ for action in CommandLine.arguments.dropFirst() {
         } catch {
             report("error errno=\(error.errno): \(error)")
         }
+    case "prepare":
+        SystemdNotifier().prepareToSynchronize()
+        report("prepared")
     case "exit-sync":
         let notifier = SystemdNotifier()
         let needed = notifier.exitNeedsBarrier

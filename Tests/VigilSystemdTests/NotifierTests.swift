@@ -295,6 +295,28 @@ struct NotifyProbe {
         #expect(datagrams.map(\.text) == ["STOPPING=1", "BARRIER=1"])
     }
 
+    /// A barrier sent ahead at the stop's beginning because datagrams waited then is not waited
+    /// for once they have all gone: the exit then needs none, even from a manager that never
+    /// answers one.
+    @Test func aBarrierSentAheadIsDroppedWhenTheQueueHasDrainedByTheExit() async throws {
+        let fake = try FakeNotifySocket(answersBarriers: false)
+        fake.pause()
+        let probe = try NotifyProbe(
+            ["burst=60", "prepare", "drain", "exit-sync=3000"],
+            environment: ["NOTIFY_SOCKET": fake.path, "SYSTEMD_EXEC_PID": ""]
+        )
+        let burst = try await probe.reports(1)[0]
+        let backlog = try #require(Int(burst.split(separator: " ")[1].dropFirst("backlog=".count)), "\(burst)")
+        #expect(backlog > 0, "datagrams waited on the helper thread, so the barrier went ahead: \(burst)")
+        fake.resume()
+        let reports = try await probe.reports(4)
+        #expect(try await probe.process.waitForExit() == 0)
+        #expect(reports[1] == "prepared" && reports[2] == "drained", "\(reports)")
+        #expect(reports[3].hasPrefix("exit-sync=confirmed needed=false "), "\(reports)")
+        let datagrams = try await fake.datagrams.wait { $0.count == 61 }
+        #expect(datagrams.map(\.text) == (0..<60).map { "STATUS=\($0)" } + ["BARRIER=1"])
+    }
+
     @Test func aBarrierWithoutNotifySocketWaitsForNothing() async throws {
         let reports = try await NotifyProbe.run(["barrier=10000"])
         #expect(reports[0].hasPrefix("barrier=confirmed "), "\(reports)")

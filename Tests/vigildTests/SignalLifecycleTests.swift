@@ -110,9 +110,12 @@ import VigilTesting
             return "?"
         }
         #expect(kinds.first == "Y")
-        #expect(kinds.last == "S")
+        // A BARRIER=1 after STOPPING=1 when the fake's reader had fallen behind by the stop (the
+        // daemon's datagrams then waited in the daemon: net.unix.max_dgram_qlen is 10 here).
+        let stopped = kinds.last == "B" ? kinds.dropLast() : kinds[...]
+        #expect(stopped.last == "S", "\(kinds.suffix(3))")
         // Between the first READY and STOPPING: strictly RELOADING, READY, RELOADING, READY, …
-        let reloads = kinds.dropFirst().dropLast(1)
+        let reloads = stopped.dropFirst().dropLast(1)
         #expect(reloads.count % 2 == 0)
         #expect(reloads.enumerated().allSatisfy { $0.element == ($0.offset % 2 == 0 ? "R" : "Y") }, "\(kinds)")
         #expect(reloads.count >= 2, "at least one reload happened")
