@@ -104,6 +104,7 @@ let package = Package(
             dependencies: [
                 "Vigil",
                 "VigilConfiguration",
+                "VigilEventLoop",
                 "VigilLifecycle",
                 "VigilPOSIX",
                 "VigilSystemd",

@@ -1,5 +1,6 @@
 import CVigilEventLoop
 import Synchronization
+import VigilPOSIX
 import VigilPlatform
 
 /// Runs a blocking call (an `open`, `stat` or `read` on a file system that may hang) on a
@@ -510,7 +511,9 @@ private final class WorkerThread: @unchecked Sendable {
 
     private func serve() {
         while true {
-            while sem_wait(semaphore) != 0 {}
+            // Retried on EINTR (the thread takes SIGPROF and the fault signals); no other
+            // failure is possible on a semaphore this thread initialised.
+            guard SystemCall.retrying32(.semaphoreWait, .unspecified, { sem_wait(semaphore) }) == 0 else { continue }
             guard let call = slot.withLock({ $0.take() }) else { continue }
             if !call() { return }
         }

@@ -16,6 +16,7 @@ package enum SystemCall {
     package enum Name: String, Sendable {
         case open, read, write, fsync, fchmod, rename, unlink, mkdir
         case socket, bind, listen, connect, accept, send, sendto, sendmsg, recv, poll, waitpid, waitid
+        case semaphoreWait
     }
 
     /// What a call is made on, as the seam matches it: a path, a descriptor, or both.
