@@ -34,16 +34,12 @@ public final class FakeNotifySocket: Sendable {
             /// `st_ino`.
             public var inode: UInt64
 
-            public init(device: UInt64, inode: UInt64) {
-                self.device = device
-                self.inode = inode
-            }
-
             /// What `descriptor` in this process refers to; `nil` when it is not open.
             public init?(of descriptor: Int32) {
                 var info = stat()
                 guard fstat(descriptor, &info) == 0 else { return nil }
-                self.init(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
+                device = UInt64(info.st_dev)
+                inode = UInt64(info.st_ino)
             }
         }
 
