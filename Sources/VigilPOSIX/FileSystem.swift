@@ -245,7 +245,7 @@ package enum FileSystem {
     }
 
     package static func move(_ from: String, to: String) throws(SystemError) {
-        guard rename(from, to) == 0 else {
+        guard SystemCall.retrying32(.rename, .path(from), { rename(from, to) }) == 0 else {
             throw SystemError(path: from, operation: "move \(to) from", errno: errno)
         }
     }

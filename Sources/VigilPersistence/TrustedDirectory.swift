@@ -247,21 +247,30 @@ package final class TrustedDirectory: Sendable {
     package func writeAtomically(_ bytes: [UInt8], to name: String, mode: mode_t = 0o600) throws(SystemError) {
         let temporary = name + ".tmp"
         let flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC
-        var file = openat(descriptor, temporary, flags, mode)
+        let (directory, temporaryPath) = (descriptor, path(of: temporary))
+        func create() -> Int32 {
+            SystemCall.retrying32(.open, .path(temporaryPath)) { openat(directory, temporary, flags, mode) }
+        }
+        var file = create()
         if file < 0 && errno == EEXIST {
             // Left over from a crash, or planted: remove the entry itself (unlinkat never follows).
             unlinkat(descriptor, temporary, 0)
-            file = openat(descriptor, temporary, flags, mode)
+            file = create()
         }
-        guard file >= 0 else { throw SystemError(path: path(of: temporary), operation: "create", errno: errno) }
+        guard file >= 0 else { throw SystemError(path: temporaryPath, operation: "create", errno: errno) }
         // The mode asked for, whatever the umask.
-        let failure = fchmod(file, mode) == 0 ? FileSystem.writeAll(bytes, to: file) : errno
+        let failure =
+            SystemCall.retrying32(.fchmod, .path(temporaryPath), { fchmod(file, mode) }) == 0
+            ? FileSystem.writeAll(bytes, to: file, subject: .path(temporaryPath)) : errno
         close(file)
         if let failure {
             unlinkat(descriptor, temporary, 0)
-            throw SystemError(path: path(of: temporary), operation: "write", errno: failure)
+            throw SystemError(path: temporaryPath, operation: "write", errno: failure)
         }
-        guard renameat(descriptor, temporary, descriptor, name) == 0 else {
+        let renamed = SystemCall.retrying32(.rename, .path(path(of: name))) {
+            renameat(directory, temporary, directory, name)
+        }
+        guard renamed == 0 else {
             let error = errno
             unlinkat(descriptor, temporary, 0)
             throw SystemError(path: path(of: name), operation: "rename \(temporary) to", errno: error)

@@ -72,6 +72,45 @@ import VigilTesting
     }
 }
 
+/// The runtime files other processes read (`status.json`, the unclean-shutdown marker) are written
+/// through the same seam: a failed create, `fchmod`, `write` or rename leaves the previous file
+/// whole and no temporary file behind.
+@Suite struct RuntimeFileSystemCallFailureTests {
+    @Test(arguments: [
+        (SystemCall.Name.open, EMFILE, "create", "status.json.tmp"),
+        (SystemCall.Name.fchmod, EIO, "write", "status.json.tmp"),
+        (SystemCall.Name.write, ENOSPC, "write", "status.json.tmp"),
+        (SystemCall.Name.rename, ENOSPC, "rename status.json.tmp to", "status.json"),
+    ])
+    func aFailedWriteKeepsThePreviousFile(
+        call: SystemCall.Name,
+        code: Int32,
+        operation: String,
+        named: String
+    )
+        throws
+    {
+        let path = temporaryDirectory()
+        let directory = try TrustedDirectory.open(path)
+        try directory.writeAtomically(Array("first".utf8), to: "status.json")
+        let failure = SystemCall.inject(call, .pathContaining(path + "/status.json"), errno: code)
+        defer { failure.remove() }
+        let error = #expect(throws: SystemError.self) {
+            try directory.writeAtomically(Array("second".utf8), to: "status.json")
+        }
+        #expect(failure.injected == 1)
+        #expect(error?.errno == code)
+        #expect(
+            error?.description.hasPrefix("cannot \(operation) \(path)/\(named)") == true,
+            "\(String(describing: error))"
+        )
+        #expect(try directory.read("status.json") == Array("first".utf8), "the previous file is intact")
+        #expect(access(path + "/status.json.tmp", F_OK) != 0, "no temporary file is left")
+        try directory.writeAtomically(Array("third".utf8), to: "status.json")
+        #expect(try directory.read("status.json") == Array("third".utf8), "the next write lands")
+    }
+}
+
 /// The seam itself: which call fails, how many times, and that a removed scope fails none.
 @Suite struct FailureSeamTests {
     @Test func failsTheNthMatchingCallAndCountsWhatItSaw() throws {
