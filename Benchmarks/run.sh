@@ -5,7 +5,7 @@
 # hello-world) and the harness (Sources/vigil-process-benchmarks), then runs the four alternately
 # and prints a Markdown table ready to paste, each target met or not.
 #
-#   bash Benchmarks/run.sh      (as root) [--cycles N] [--reloads N] [--reload-gap-ms N] [--idle-seconds N]
+#   bash Benchmarks/run.sh      (as root) [--cycles N] [--reloads N] [--reload-gap-ms N] [--reader-work-us N] [--idle-seconds N]
 #
 # Installs with apt what is missing (libsystemd-dev via packaging/build-deps.sh, golang-go,
 # golang-github-coreos-go-systemd-dev). Runs as root: the daemons run in a private mount

@@ -29,14 +29,22 @@ struct MeasuredDaemon {
 final class NotifySocket {
     let path: String
     private let fd: Int32
+    /// CPU time the reader spends on each datagram before it reads the next (a busy loop), as
+    /// systemd does: it is a process on the same CPUs, and on this machine kind systemd 252 spent
+    /// 62–70 µs of CPU on each `RELOADING=1` or `READY=1` a service sent
+    /// (`Benchmarks/systemd-reader.sh`; README, "What systemd sees"). A daemon still at work when
+    /// the reader wakes can lose its CPU for that long; a reader that answers in microseconds (0)
+    /// hides that.
+    private let work: UInt64
 
     /// `SO_TIMESTAMPNS` (`SO_TIMESTAMPNS_OLD` on 64-bit Linux: a `timespec` in `CLOCK_REALTIME`);
     /// a macro Swift does not import.
     private static let timestampOption: Int32 = 35
 
-    init(path: String) throws {
+    init(path: String, workNanoseconds: UInt64) throws {
         fd = try boundDatagramSocket(path: path)
         self.path = path
+        self.work = workNanoseconds
         var on: Int32 = 1
         guard setsockopt(fd, SOL_SOCKET, Self.timestampOption, &on, socklen_t(MemoryLayout<Int32>.size)) == 0 else {
             close(fd)
@@ -111,6 +119,7 @@ final class NotifySocket {
         }
         let received = Monotonic.now()
         guard count > 0 else { return nil }
+        Self.spin(until: received + work)
         var sent = received
         if let stamp {
             let mapped = stamp - Self.realtimeOffset()
@@ -124,6 +133,11 @@ final class NotifySocket {
             sent: sent,
             received: received
         )
+    }
+
+    /// Busy until `deadline` (monotonic): the reader's work on a datagram.
+    fileprivate static func spin(until deadline: UInt64) {
+        while Monotonic.now() < deadline {}
     }
 
     /// Waits for a datagram holding the line `line`; returns it.
@@ -144,9 +158,10 @@ final class NotifySocket {
     /// daemon sends, as systemd does while a unit stops: a daemon that waits for its exit's
     /// `BARRIER=1` to be confirmed (vigild) hears the hang-up when the datagram is read (`recv`
     /// without room for control messages closes the descriptor it carries). The thread sleeps in
-    /// `poll` between datagrams, looking at its stop flag every 10 ms.
+    /// `poll` between datagrams, looking at its stop flag every 10 ms, and spends the reader's work
+    /// on each datagram, as ``receive(timeoutMilliseconds:)`` does.
     func draining<Result>(_ body: () throws -> Result) throws -> Result {
-        let drain = NotifyDrain(fd: fd)
+        let drain = NotifyDrain(fd: fd, work: work)
         let context = Unmanaged.passRetained(drain).toOpaque()
         var thread = pthread_t()
         let created = pthread_create(
@@ -157,10 +172,12 @@ final class NotifySocket {
                 var buffer = [UInt8](repeating: 0, count: 4096)
                 while !drain.done.load(ordering: .acquiring) {
                     var entry = pollfd(fd: drain.fd, events: Int16(POLLIN), revents: 0)
-                    if poll(&entry, 1, 10) > 0 {
-                        _ = buffer.withUnsafeMutableBytes {
+                    if poll(&entry, 1, 10) > 0,
+                        buffer.withUnsafeMutableBytes({
                             recv(drain.fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT))
-                        }
+                        }) > 0
+                    {
+                        NotifySocket.spin(until: Monotonic.now() + drain.work)
                     }
                 }
                 return nil
@@ -202,8 +219,12 @@ final class NotifySocket {
 /// The socket and stop flag of ``NotifySocket/draining(_:)``'s thread.
 private final class NotifyDrain: Sendable {
     let fd: Int32
+    let work: UInt64
     let done = Atomic<Bool>(false)
-    init(fd: Int32) { self.fd = fd }
+    init(fd: Int32, work: UInt64) {
+        self.fd = fd
+        self.work = work
+    }
 }
 
 /// What one start–reload–stop cycle of a daemon measured.
@@ -276,6 +297,8 @@ struct ProcessBenchmarks {
     /// work (vigild's status file, 1 ms after READY=1) done. Back to back (0) a reload finds
     /// everything hot: 30 µs instead of 150 for the C floor here, and a different ratio.
     var reloadGapNanoseconds: UInt64
+    /// What the reader spends on each datagram (``NotifySocket``).
+    var readerWorkNanoseconds: UInt64
     var idleSeconds: Int
     /// tmpfs, as systemd's `RuntimeDirectory=` is: vigild rewrites its status file there.
     var runtimeDirectory: String
@@ -338,7 +361,7 @@ struct ProcessBenchmarks {
 
     /// exec → READY=1, reloads (signal → RELOADING=1 → READY=1), RSS, SIGTERM → exit.
     func cycle(_ daemon: MeasuredDaemon, tag: String) throws -> CycleSample {
-        let socket = try NotifySocket(path: "\(workDirectory)/\(tag).notify")
+        let socket = try NotifySocket(path: "\(workDirectory)/\(tag).notify", workNanoseconds: readerWorkNanoseconds)
         let began = Monotonic.now()
         // Used up to the stop (`process.pid`), so that it is not released early: when it goes, it
         // kills the daemon if it still runs, and reaps it.
@@ -397,7 +420,7 @@ struct ProcessBenchmarks {
     ) throws -> (
         wakeups: Double, pings: Double, threads: Int
     ) {
-        let socket = try NotifySocket(path: "\(workDirectory)/\(tag).notify")
+        let socket = try NotifySocket(path: "\(workDirectory)/\(tag).notify", workNanoseconds: readerWorkNanoseconds)
         let process = try spawn(daemon, tag: tag, socket: socket, watchdogMicroseconds: watchdogMicroseconds)
         defer {
             _ = try? socket.draining {

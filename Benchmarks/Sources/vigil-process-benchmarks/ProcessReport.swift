@@ -81,6 +81,7 @@ struct ProcessReport {
             cycles: options.cycles,
             reloadsPerCycle: options.reloads,
             reloadGapNanoseconds: UInt64(options.reloadGapMilliseconds) * 1_000_000,
+            readerWorkNanoseconds: UInt64(options.readerWorkMicroseconds) * 1_000,
             idleSeconds: options.idleSeconds,
             runtimeDirectory: options.runtimeDirectory,
             configurationVersions: try Self.configurationVersions(options.configuration)
@@ -151,7 +152,7 @@ struct ProcessReport {
         timing("Start: exec → READY=1, p99", 99, { [$0.start] }, budget: nil)
         timing(
             "Reload: SIGHUP → RELOADING=1 → READY=1 (kernel stamp), p50 (\(cycles * options.reloads) reloads each, "
-                + "\(options.reloadGapMilliseconds) ms apart)",
+                + "\(options.reloadGapMilliseconds) ms apart; reader \(options.readerWorkMicroseconds) µs per datagram)",
             50,
             { $0.reloads },
             budget: 1.3,

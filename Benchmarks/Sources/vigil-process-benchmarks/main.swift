@@ -20,12 +20,16 @@ struct Options {
     var reloads = 50
     /// notifybench's default pause between reloads.
     var reloadGapMilliseconds = 10
+    /// The CPU time systemd 252 spent on each RELOADING=1 or READY=1 here (62–70 µs in three
+    /// runs of Benchmarks/systemd-reader.sh; README, "What systemd sees"): the reader spends as
+    /// much on each datagram.
+    var readerWorkMicroseconds = 65
     var idleSeconds = 5
 
     static let usage = """
         usage: vigil-process-benchmarks --vigild BINARY --floor BINARY --go-peer BINARY --swift-hello BINARY
                --configuration FILE [--work-directory DIR] [--runtime-directory TMPFS_DIR]
-               [--cycles N] [--reloads N] [--reload-gap-ms N] [--idle-seconds N]
+               [--cycles N] [--reloads N] [--reload-gap-ms N] [--reader-work-us N] [--idle-seconds N]
         """
 
     init(_ arguments: [String]) throws {
@@ -57,6 +61,12 @@ struct Options {
                     throw BenchmarkError("\(flag): '\(text)' is not a number from 0 to 10000")
                 }
                 reloadGapMilliseconds = number
+            case "--reader-work-us":
+                let text = try value(flag)
+                guard let number = Int(text), number >= 0, number <= 10_000 else {
+                    throw BenchmarkError("\(flag): '\(text)' is not a number from 0 to 10000")
+                }
+                readerWorkMicroseconds = number
             default: throw BenchmarkError("unknown argument \(flag)\n\(Self.usage)")
             }
         }
