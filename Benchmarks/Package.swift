@@ -29,6 +29,8 @@ let package = Package(
         ),
         // The clock, the error and the socket both executables use.
         .target(name: "BenchmarkSupport"),
+        // pidfd_open for the process harness's stop, which waits for the exit in the reader's loop.
+        .target(name: "CProcessSupport"),
         .executableTarget(
             name: "VigilBenchmarks",
             dependencies: [
@@ -58,6 +60,7 @@ let package = Package(
             name: "vigil-process-benchmarks",
             dependencies: [
                 "BenchmarkSupport",
+                "CProcessSupport",
                 .product(name: "VigilTesting", package: "vigil"),
             ]
         ),

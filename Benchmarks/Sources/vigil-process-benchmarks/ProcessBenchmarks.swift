@@ -1,4 +1,5 @@
 import BenchmarkSupport
+import CProcessSupport
 import Synchronization
 import VigilTesting
 
@@ -193,6 +194,38 @@ final class NotifySocket {
             pthread_join(thread, nil)
         }
         return try body()
+    }
+
+    /// Sends SIGTERM to `pid` and waits for its exit as systemd does: in one loop with the notify
+    /// socket (a pidfd, as systemd's `SIGCHLD`, in the same event loop), notifications first (systemd
+    /// gives its notify socket a higher priority than `SIGCHLD`), each with the reader's work. A
+    /// datagram is read without room for control messages, so a `BARRIER=1`'s descriptor is closed
+    /// as it is read and the daemon hears the hang-up. Returns when the signal was sent and when this
+    /// loop saw the exit.
+    func stop(_ pid: pid_t) throws -> (sent: UInt64, exited: UInt64) {
+        let exit = vigil_bench_pidfd_open(pid)
+        guard exit >= 0 else { throw BenchmarkError("pidfd_open(\(pid)) failed: errno \(errno)") }
+        defer { close(exit) }
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let sent = Monotonic.now()
+        kill(pid, SIGTERM)
+        let deadline = sent + 10_000_000_000
+        while true {
+            let now = Monotonic.now()
+            guard now < deadline else { throw BenchmarkError("pid \(pid) did not exit within 10 s of SIGTERM") }
+            var events = [
+                pollfd(fd: fd, events: Int16(POLLIN), revents: 0), pollfd(fd: exit, events: Int16(POLLIN), revents: 0),
+            ]
+            guard poll(&events, 2, Int32((deadline - now) / 1_000_000) + 1) >= 0 || errno == EINTR else {
+                throw BenchmarkError("poll failed: errno \(errno)")
+            }
+            if events[0].revents != 0 {
+                let received = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+                if received > 0 { Self.spin(until: Monotonic.now() + work) }
+                continue
+            }
+            if events[1].revents != 0 { return (sent, Monotonic.now()) }
+        }
     }
 
     /// Counts datagrams holding `line` until `untilNanoseconds` (monotonic).
@@ -392,13 +425,8 @@ struct ProcessBenchmarks {
         }
         try rewriteConfiguration(configurationVersions[0])
         socket.pause(nanoseconds: reloadGapNanoseconds)
-        var status: Int32 = 0
-        let (stopSent, stopped) = try socket.draining { () -> (UInt64, UInt64) in
-            let sent = Monotonic.now()
-            kill(process.pid, SIGTERM)
-            status = Self.awaitExit(process.pid)
-            return (sent, Monotonic.now())
-        }
+        let (stopSent, stopped) = try socket.stop(process.pid)
+        let status = Self.awaitExit(process.pid)
         guard status == 0 else {
             throw BenchmarkError("\(daemon.name) exited with status \(status); see \(workDirectory)/\(tag).log")
         }
