@@ -12,9 +12,10 @@ import VigilPlatform
 /// `RESOLVE_NO_XDEV` resolves the path without crossing a mount (a crossing fails before the
 /// other file system is asked anything) and `fstatfs` names a local file system: ext2/3/4, XFS,
 /// Btrfs, F2FS, tmpfs or ramfs. An absolute path can then only be on the root's file system, so
-/// for those `fstatfs` is asked once per process (the answer is the root's), not on every read. Anything else (another mount on the way, a symbolic link into
-/// one, NFS, FUSE, overlayfs, a kernel before 5.6) returns `nil`, and the caller reads on the
-/// helper thread with its deadline, as before.
+/// for those `fstatfs` is asked once per process (the answer is the root's), not on every read.
+/// Anything else (another mount on the way, a symbolic link into one, NFS, FUSE, overlayfs, a
+/// kernel before 5.6) returns `nil`, and the caller reads on the helper thread with its deadline,
+/// as before.
 package enum LocalFile {
     /// `path` opened with `flags` (`O_CLOEXEC` added), or `nil` when it cannot be opened in
     /// place as described above; `nil` says nothing about the file (the slow path reports

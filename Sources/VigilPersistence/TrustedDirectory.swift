@@ -247,9 +247,9 @@ package final class TrustedDirectory: Sendable {
     package func writeAtomically(_ bytes: [UInt8], to name: String, mode: mode_t = 0o600) throws(SystemError) {
         let temporary = name + ".tmp"
         let flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC
-        let (directory, temporaryPath) = (descriptor, path(of: temporary))
+        let temporaryPath = path(of: temporary)
         func create() -> Int32 {
-            SystemCall.retrying32(.open, .path(temporaryPath)) { openat(directory, temporary, flags, mode) }
+            SystemCall.retrying32(.open, .path(temporaryPath)) { openat(descriptor, temporary, flags, mode) }
         }
         var file = create()
         if file < 0 && errno == EEXIST {
@@ -268,7 +268,7 @@ package final class TrustedDirectory: Sendable {
             throw SystemError(path: temporaryPath, operation: "write", errno: failure)
         }
         let renamed = SystemCall.retrying32(.rename, .path(path(of: name))) {
-            renameat(directory, temporary, directory, name)
+            renameat(descriptor, temporary, descriptor, name)
         }
         guard renamed == 0 else {
             let error = errno
