@@ -1,6 +1,7 @@
 import Testing
 import VigilPOSIX
 import VigilPlatform
+import VigilTesting
 
 /// `FileSystem.readAll` reads into a buffer sized from `fstat`: these pin what it returns when
 /// the size it was given is wrong (a file that grew or shrank after `fstat`, a pipe) and where
@@ -59,5 +60,32 @@ import VigilPlatform
             return
         }
         #expect(bytes == content)
+    }
+
+    /// A regular file whose read stops short at the size `fstat` gave is read with one `read`
+    /// (the call that would return 0 is spared); told a size it does not have (a file that shrank
+    /// or grew after `fstat`), the read goes on to the end and returns every byte.
+    @Test(arguments: [(told: nil as Int?, reads: 1), (told: 50_010, reads: 2), (told: 49_990, reads: 3)])
+    func aRegularFileEndsAtItsSize(told: Int?, reads: Int) throws {
+        let directory = temporaryDirectory()
+        let path = directory + "/file"
+        try FileSystem.writeAtomically(content, to: path)
+        let counting = SystemCall.inject(.read, .pathContaining(directory), errno: EIO, after: 1_000)
+        defer { counting.remove() }
+        if let told {
+            let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+            try #require(descriptor >= 0)
+            defer { close(descriptor) }
+            let result = FileSystem.readAll(descriptor, limit: 60_000, expected: Int64(told), subject: .path(path))
+            guard case .success(let bytes) = result else {
+                Issue.record("read failed: \(result)")
+                return
+            }
+            #expect(bytes == content)
+        } else {
+            #expect(try FileSystem.read(path) == content)
+        }
+        #expect(counting.seen == reads, "read calls")
+        #expect(counting.injected == 0)
     }
 }
