@@ -570,17 +570,12 @@ int cvigil_open_local(const char *path, int flags) {
         descriptor = syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof how);
     } while (descriptor < 0 && errno == EINTR);
     if (descriptor < 0) return -errno;
-    // RESOLVE_NO_XDEV kept an absolute path on the root's mount, so the root's file system is the
-    // file's: asked once per process (a process's root does not move), not on every reload. A
-    // relative path is on the working directory's, which may change: asked every time.
-    static _Atomic int root_is_local = -1;
-    int local = path[0] == '/' ? root_is_local : -1;
-    if (local < 0) {
-        struct statfs info;
-        bool known = fstatfs((int)descriptor, &info) == 0;
-        local = known && is_local_file_system((long)info.f_type);
-        if (known && path[0] == '/') root_is_local = local;
-    }
+    // RESOLVE_NO_XDEV kept the path on one mount, the root's or the working directory's: its file
+    // system is the file's, asked on every call. Not cached: chroot(2), setns(2) and pivot_root(2)
+    // (systemd's switch-root) move a process's root, and a cached "local" then let a read on a
+    // FUSE mount that never answers block the event loop.
+    struct statfs info;
+    bool local = fstatfs((int)descriptor, &info) == 0 && is_local_file_system((long)info.f_type);
     if (!local) {
         close((int)descriptor);
         return -EXDEV;

@@ -11,9 +11,9 @@ import VigilPlatform
 /// README's performance section). So the read stays in place when `openat2(2)` with
 /// `RESOLVE_NO_XDEV` resolves the path without crossing a mount (a crossing fails before the
 /// other file system is asked anything) and `fstatfs` names a local file system: ext2/3/4, XFS,
-/// Btrfs, F2FS, tmpfs or ramfs. An absolute path can then only be on the root's file system, so
-/// for those `fstatfs` is asked once per process (the answer is the root's), not on every read.
-/// Anything else (another mount on the way, a symbolic link into one, NFS, FUSE, overlayfs, a
+/// Btrfs, F2FS, tmpfs or ramfs. `fstatfs` is asked on every call: a process's root can move
+/// (`chroot`, `setns`, `pivot_root` at systemd's switch-root), and an answer kept from before
+/// would let a read on a FUSE mount that never answers block the event loop. Anything else (another mount on the way, a symbolic link into one, NFS, FUSE, overlayfs, a
 /// kernel before 5.6) returns `nil`, and the caller reads on the helper thread with its deadline,
 /// as before.
 package enum LocalFile {

@@ -90,8 +90,7 @@ package enum FileSystem {
     }
 
     /// Everything left to read from an open descriptor, at most `limit` bytes, `EINTR` retried.
-    /// `expected` (the size `fstat` gave, for a regular file read from its start) sizes the
-    /// buffer, and a read that stops short at exactly that size ends the reading. The corresponding C function
+    /// `expected` (the size `fstat` gave) only sizes the buffer. The corresponding C function
     /// is `read`; `subject` names the file for ``SystemCall``'s failure seam.
     package static func readAll(
         _ descriptor: Int32,
@@ -124,14 +123,6 @@ package enum FileSystem {
             if received == 0 { return .success(Array(buffer[..<count])) }
             count += received
             if count > limit { return .failure(.tooLarge) }
-            // A read of a regular file that stops short at the size `fstat` gave has reached its
-            // end: the call that would return 0 is spared (one system call per configuration or
-            // state read). Anything else — fewer bytes (a file that shrank, a FUSE file served
-            // in pieces), a buffer filled (a file that grew), a size of 0 (a /proc file) — reads
-            // on until `read` returns 0, as before.
-            if expected > 0 && Int64(count) == expected && count < capacity {
-                return .success(Array(buffer[..<count]))
-            }
         }
     }
 
@@ -255,7 +246,7 @@ package enum FileSystem {
 
     package static func move(_ from: String, to: String) throws(SystemError) {
         guard SystemCall.retrying32(.rename, .path(from), { rename(from, to) }) == 0 else {
-            throw SystemError(path: from, operation: "move \(to) from", errno: errno)
+            throw SystemError(path: to, operation: "move \(from) to", errno: errno)
         }
     }
 

@@ -7,14 +7,14 @@ import VigilPlatform
 /// Durable state that listeners reach through the mediator: each listener keeps its own
 /// `Codable` value under its own key, in one JSON file.
 ///
-/// The file is `{"formatVersion": 1, "<key>": <value>, …}`. Writes are crash-safe
-/// (`FileSystem.writeAtomically(_:to:durable:beforeRename:)`): after a crash, `kill -9` or
-/// power loss the file holds either the previous checkpoint or the new one. Listeners reach the
+/// The file is `{"formatVersion": 1, "<key>": <value>, …}`. Writes are crash-safe (a temporary
+/// file beside it, `fsync`ed, renamed over it, the directory `fsync`ed): after a crash, `kill -9`
+/// or power loss the file holds either the previous checkpoint or the new one. Listeners reach the
 /// store with `context.values[StateStoreKey.self]` after declaring a dependency on the
 /// persistence listener.
 ///
 /// Nothing read is ever lost: a file that cannot be used — not a regular file (a FIFO, a
-/// directory, a symbolic link), over `FileSystem.stateLimit`, not JSON, not the expected
+/// directory, a symbolic link), over 16 MiB, not JSON, not the expected
 /// shape, or holding a value its listener rejects — is moved aside to `<path>.corrupt-<n>` with
 /// its original bytes, before anything writes to `path`, and the reason says where and what.
 public final class StateStore: Sendable {
@@ -141,7 +141,7 @@ public final class StateStore: Sendable {
     /// Opens the store: removes a leftover temporary file, restores the file if it exists.
     ///
     /// A file that cannot be read, is not a regular file (it is never followed through a
-    /// symbolic link, and a FIFO never blocks), exceeds `FileSystem.stateLimit` or does not
+    /// symbolic link, and a FIFO never blocks), exceeds 16 MiB or does not
     /// parse is moved aside to `<path>.corrupt-<n>` (never overwritten) and the store starts
     /// empty; `restored` says so and why.
     ///
@@ -249,7 +249,7 @@ public final class StateStore: Sendable {
             let aside: String
             if replaced {
                 // A checkpoint has replaced the file since: keep the bytes read at open.
-                aside = Self.unusedAsideName(for: path)
+                aside = try Self.unusedAsideName(for: path)
                 try FileSystem.writeAtomically(original, to: aside)
             } else {
                 aside = try Self.moveAside(path)
@@ -263,19 +263,33 @@ public final class StateStore: Sendable {
     }
 
     /// `<path>.corrupt-<n>` with the first `n` at which nothing exists (not even a link).
-    private static func unusedAsideName(for path: String) -> String {
-        var number = 1
-        while true {
+    ///
+    /// - Throws: the `lstat` that answered anything but "no such file" (`ENAMETOOLONG` for a
+    ///   path at the length limit, `EACCES`, `EIO`): asking the next name would get the same
+    ///   answer for ever; `EEXIST` once the first 10 000 names are taken.
+    private static func unusedAsideName(for path: String) throws(SystemError) -> String {
+        let operation = "move the unreadable state file aside as"
+        for number in 1...Self.asideNames {
             let aside = path + ".corrupt-\(number)"
             var info = stat()
-            if lstat(aside, &info) != 0 && errno == ENOENT { return aside }
-            number += 1
+            if lstat(aside, &info) == 0 { continue }
+            guard errno == ENOENT else { throw SystemError(path: aside, operation: operation, errno: errno) }
+            return aside
         }
+        throw SystemError(
+            path: path + ".corrupt-\(Self.asideNames)",
+            operation: operation,
+            errno: EEXIST,
+            detail: "\(Self.asideNames) earlier copies are kept beside it; remove the old \(path).corrupt-N files"
+        )
     }
+
+    /// How many `<path>.corrupt-<n>` names are tried.
+    private static let asideNames = 10_000
 
     /// Renames `path` to an unused `<path>.corrupt-<n>`, durably; returns the new name.
     private static func moveAside(_ path: String) throws -> String {
-        let aside = unusedAsideName(for: path)
+        let aside = try unusedAsideName(for: path)
         try FileSystem.move(path, to: aside)
         try FileSystem.syncDirectory(of: path)
         return aside

@@ -259,13 +259,14 @@ package final class TrustedDirectory: Sendable {
         }
         guard file >= 0 else { throw SystemError(path: temporaryPath, operation: "create", errno: errno) }
         // The mode asked for, whatever the umask.
-        let failure =
+        let failure: (operation: String, errno: Int32)? =
             SystemCall.retrying32(.fchmod, .path(temporaryPath), { fchmod(file, mode) }) == 0
-            ? FileSystem.writeAll(bytes, to: file, subject: .path(temporaryPath)) : errno
+            ? FileSystem.writeAll(bytes, to: file, subject: .path(temporaryPath)).map { ("write", $0) }
+            : ("set the mode of", errno)
         close(file)
         if let failure {
             unlinkat(descriptor, temporary, 0)
-            throw SystemError(path: temporaryPath, operation: "write", errno: failure)
+            throw SystemError(path: temporaryPath, operation: failure.operation, errno: failure.errno)
         }
         let renamed = SystemCall.retrying32(.rename, .path(path(of: name))) {
             renameat(descriptor, temporary, descriptor, name)

@@ -3,7 +3,7 @@
 //
 // Usage: vigil-loop-probe SCENARIO, one of order, timers, cancel, stop, signals, busy,
 // task-sleep, default-executor, refused, blocking-worker, drain, standard-descriptors,
-// child-process. Each prints one line per step on stdout; the tests compare them.
+// child-process, local-file-chroot. Each prints one line per step on stdout; the tests compare them.
 // Exit status 0 (stop: 7, the body's result), 2 for an unknown scenario.
 import CVigilEventLoop
 import Synchronization
@@ -358,6 +358,54 @@ func blockingWorker() async {
     line("after: \(describe(last)), threads=\(worker.threadCount)")
 }
 
+/// `LocalFile` asks `fstatfs` on every call: once the process's root moved (chroot), a path on a
+/// file system it must not read in place is not opened in place, although a call before the move
+/// opened a file on a local root. Runs in a mount namespace of its own (root), so that its
+/// mounts end with it: a tmpfs as the first root, procfs inside it as the second.
+func localFileAfterChroot() {
+    func opens(_ path: String) -> String {
+        guard let opened = LocalFile.open(path, flags: FileSystem.readFlags()) else { return "not opened" }
+        _ = consume opened
+        return "opened"
+    }
+    // Into a mount namespace of its own first (util-linux's unshare, then this scenario again).
+    guard CommandLine.arguments.dropFirst(2).first == "in-namespace" else {
+        let arguments = [
+            "unshare", "--mount", "--propagation", "private", CommandLine.arguments[0], "local-file-chroot",
+            "in-namespace",
+        ]
+        var pointers = arguments.map { strdup($0) } + [nil]
+        execv("/usr/bin/unshare", &pointers)
+        line("exec unshare: errno \(errno)")
+        exit(1)
+    }
+    var template = Array("/tmp/vigil-chroot-XXXXXX".utf8CString)
+    guard let made = mkdtemp(&template) else {
+        line("setup: errno \(errno)")
+        exit(1)
+    }
+    let root = String(cString: made)
+    guard mount("tmpfs", root, "tmpfs", 0, "size=64k") == 0, mkdir(root + "/proc", 0o755) == 0,
+        mount("proc", root + "/proc", "proc", 0, nil) == 0
+    else {
+        line("mounts: errno \(errno)")
+        exit(1)
+    }
+    let file = open(root + "/config.json", O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+    close(file)
+    guard chroot(root) == 0, chdir("/") == 0 else {
+        line("chroot: errno \(errno)")
+        exit(1)
+    }
+    line("on a tmpfs root: /config.json \(opens("/config.json"))")
+    guard chroot("/proc") == 0, chdir("/") == 0 else {
+        line("chroot: errno \(errno)")
+        exit(1)
+    }
+    line("after chroot into procfs: /self/status \(opens("/self/status"))")
+    rmdir(root)
+}
+
 let scenario = CommandLine.arguments.dropFirst().first ?? ""
 switch scenario {
 case "order": EventLoopExecutor.run { await order() }
@@ -383,6 +431,7 @@ case "standard-descriptors":
     EventLoopExecutor.run { await standardDescriptors() }
 case "default-executor": line("returned \(defaultExecutor())")
 case "refused": refused()
+case "local-file-chroot": localFileAfterChroot()
 default:
     line("unknown scenario '\(scenario)'")
     exit(2)

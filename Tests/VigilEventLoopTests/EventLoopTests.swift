@@ -138,6 +138,16 @@ import VigilTesting
                 "70 of 70 children heard to end",
             ]
         ),
+        // A cached "the root is local" outlived a chroot: a read on FUSE then ran on the loop.
+        Scenario(
+            name: "local-file-chroot",
+            claim: "LocalFile asks fstatfs on every call: after the root moved, procfs is not opened in place although "
+                + "a file on the local root before the move was",
+            lines: [
+                "on a tmpfs root: /config.json opened",
+                "after chroot into procfs: /self/status not opened",
+            ]
+        ),
         // Issue 21 #7: a read from a hung file system blocked the loop's only thread for good.
         Scenario(
             name: "blocking-worker",

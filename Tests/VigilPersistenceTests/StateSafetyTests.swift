@@ -182,4 +182,28 @@ private func validCount(_ counter: Counter) throws(InvalidValue) {
         let store = try StateStore(path: path)
         #expect(store.restored.problem == "it is larger than the limit of 16 MiB for this file")
     }
+
+    /// Before: a state file whose `<path>.corrupt-1` would be over PATH_MAX made the search for an
+    /// unused aside name ask `lstat` for ever (`ENAMETOOLONG` each time: 5 s of CPU on a helper
+    /// thread, then "the file system did not answer (a hung mount?)"). Now the open fails at once,
+    /// naming the name it could not use and why; the file stays where it was.
+    @Test func aStateFileThatCannotBeMovedAsideFailsAtOnceSayingWhy() throws {
+        var directory = temporaryDirectory()
+        let wanted = 4090 - "/state.json".utf8.count  // the aside name then has 4100 bytes
+        while directory.utf8.count < wanted {
+            directory += "/" + String(repeating: "d", count: min(200, wanted - directory.utf8.count - 1))
+            try #require(mkdir(directory, 0o700) == 0, "mkdir: errno \(errno)")
+        }
+        let path = directory + "/state.json"
+        try #require(path.utf8.count == 4090)
+        writeFile(path, "not JSON")
+        let error = #expect(throws: SystemError.self) { try StateStore(path: path) }
+        #expect(error?.errno == ENAMETOOLONG)
+        #expect(error?.path == path + ".corrupt-1")
+        #expect(
+            error?.description.hasPrefix("cannot move the unreadable state file aside as \(directory.prefix(200))")
+                == true
+        )
+        #expect(readFile(path) == "not JSON", "the file stays")
+    }
 }

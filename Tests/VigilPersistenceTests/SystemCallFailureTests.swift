@@ -78,7 +78,7 @@ import VigilTesting
 @Suite struct RuntimeFileSystemCallFailureTests {
     @Test(arguments: [
         (SystemCall.Name.open, EMFILE, "create", "status.json.tmp"),
-        (SystemCall.Name.fchmod, EIO, "write", "status.json.tmp"),
+        (SystemCall.Name.fchmod, EIO, "set the mode of", "status.json.tmp"),
         (SystemCall.Name.write, ENOSPC, "write", "status.json.tmp"),
         (SystemCall.Name.rename, ENOSPC, "rename status.json.tmp to", "status.json"),
     ])
