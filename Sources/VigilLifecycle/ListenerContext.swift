@@ -54,9 +54,17 @@ public final class ListenerContext: Sendable {
     /// The configuration generation in force: 1 at start, +1 per applied reload.
     public var generation: Int { core.generation }
 
-    /// Sets the one-line status the service manager shows (`STATUS=`, in `systemctl status`).
+    /// Sets the daemon's own part of the one-line status the service manager shows (`STATUS=`,
+    /// in `systemctl status`), and sends it at once.
+    ///
+    /// The line is the lifecycle's phase, then yours: `Running (generation 2); 41 heartbeats`.
+    /// Yours stays when the lifecycle's part changes — after `READY=1` at start, after each
+    /// reload (`Running (generation 3); reload applied; 41 heartbeats`), at stop (`Stopping
+    /// (SIGTERM)…; 3 jobs left`) — until you report another. Before start-up ends, the line is
+    /// yours alone; a failed start, a fatal fault and a stop with errors show only the error.
+    /// Control characters are escaped and the whole line is cut to systemd's limit (1 KiB).
     public func reportStatus(_ text: String) {
-        core.send([.status(text)])
+        core.sendOwnStatus(text)
     }
 
     /// Declares a fatal fault: the service manager is told to treat the daemon as failed
@@ -67,7 +75,7 @@ public final class ListenerContext: Sendable {
     ///   - listener: who found it.
     public func reportFatalFault(_ reason: String, listener: String) {
         core.observe(.fatalFault(listener: listener, reason: reason))
-        core.send([.status("Fatal fault in \(listener): \(reason)"), .watchdogTrigger])
+        core.send(phase: "Fatal fault in \(listener): \(reason)", alone: true) { [$0, .watchdogTrigger] }
     }
 
     /// Asks the mediator to stop the daemon, as a stop signal would.

@@ -105,6 +105,46 @@ extension ListenerGroup {
             }
         }
 
+        /// What `STATUS=` says, in two parts joined by "; ": the lifecycle's phase (`Running
+        /// (generation 2)`, `Stopping (SIGTERM)…`) and the daemon's own line
+        /// (``ListenerContext/reportStatus(_:)``), so that neither erases the other.
+        private struct StatusLine {
+            var phase: String?
+            var own: String?
+
+            static func joined(_ parts: String?...) -> String {
+                parts.compactMap { $0 }.filter { !$0.isEmpty }.joined(separator: "; ")
+            }
+        }
+        /// Held while a `STATUS=` is composed and sent: two sends from two threads (a listener's
+        /// report, the loop's `READY=1`) reach the service manager in the order they were composed.
+        private let statusLine = Mutex(StatusLine())
+
+        /// Sends the datagram `compose` builds around a `STATUS=` that says `phase`, then `event`
+        /// (this datagram only: "reload applied"), then the daemon's own line unless `alone` (an
+        /// error that is the whole line: a failed start, a fatal fault, a stop with errors). The
+        /// phase stays: the daemon's next line follows it.
+        func send(
+            phase: String,
+            event: String? = nil,
+            alone: Bool = false,
+            _ compose: (NotifyMessage) -> [NotifyMessage] = { [$0] }
+        ) {
+            statusLine.withLock { line in
+                line.phase = phase
+                send(compose(.status(StatusLine.joined(phase, event, alone ? nil : line.own))))
+            }
+        }
+
+        /// Sets the daemon's own line and sends it after the lifecycle's phase: `Running
+        /// (generation 2); 41 heartbeats`.
+        func sendOwnStatus(_ text: String) {
+            statusLine.withLock { line in
+                line.own = text
+                send([.status(StatusLine.joined(line.phase, text))])
+            }
+        }
+
         func observe(_ kind: LifecycleRecord.Kind) {
             let record = LifecycleRecord(kind)
             for observer in observers { observer.observe(record) }

@@ -282,7 +282,7 @@ package final class ListenerGroup: Service {
                     if let event = signals.event(for: signal) { core.request(event) }
                 }
         } catch {
-            core.send([.status("Failed to start: \(error)"), .errno(error.errno)])
+            core.send(phase: "Failed to start: \(error)", alone: true) { [$0, .errno(error.errno)] }
             core.finish()
             throw ListenerGroupError(.startFailed, "Start-up failed: \(error).")
         }
@@ -447,7 +447,7 @@ package final class ListenerGroup: Service {
             try await failStart(failed, started: Array(listeners[..<(started - 1)]))
         }
         guard started == listeners.count, !core.terminationRequested else { return Array(listeners[..<started]) }
-        core.send([.status("Running (generation \(core.generation))"), .ready])
+        core.send(phase: "Running (generation \(core.generation))") { [$0, .ready] }
         metrics.started(generation: core.generation)
         core.observe(.started(generation: core.generation, timeToReady: configuration.clock.now - startedAt))
         return listeners
@@ -474,9 +474,9 @@ package final class ListenerGroup: Service {
             report(outcome, listener: listener.name, event: "terminate", budget: "terminate")
             return true
         }
-        var messages: [NotifyMessage] = [.status("Failed to start: \(failure.step) \(failure.reason)")]
-        if let code = failure.errno { messages.append(.errno(code)) }
-        core.send(messages)
+        core.send(phase: "Failed to start: \(failure.step) \(failure.reason)", alone: true) { status in
+            [status] + (failure.errno.map { [.errno($0)] } ?? [])
+        }
         metrics.startFailed(failure.step)
         core.observe(.startFailed(listener: failure.step, reason: failure.reason))
         core.finish()
@@ -507,7 +507,7 @@ package final class ListenerGroup: Service {
     private func reload() async {
         let began = configuration.clock.now
         let current = core.generation
-        core.send([.reloading(monotonicMicroseconds: MonotonicClock.microseconds()), .status("Reloading…")])
+        core.send(phase: "Reloading…") { [.reloading(monotonicMicroseconds: MonotonicClock.microseconds()), $0] }
         let transaction = ReloadTransaction(generation: current + 1)
         let context = self.context
         let prepared = await runHooks(
@@ -542,7 +542,9 @@ package final class ListenerGroup: Service {
                 report(outcome, listener: listener.name, event: "reload abort", budget: "reload")
                 return true
             }
-            core.send([.status("Running (generation \(current)); reload rejected: \(rejection)"), .ready])
+            core.send(phase: "Running (generation \(current))", event: "reload rejected: \(rejection)") {
+                [$0, .ready]
+            }
             metrics.reloaded(applied: false, generation: current)
             core.observe(.reloadRejected(rejection, generation: current, duration: configuration.clock.now - began))
             return
@@ -554,7 +556,7 @@ package final class ListenerGroup: Service {
             return true
         }
         core.commitGeneration(transaction.generation)
-        core.send([.status("Running (generation \(transaction.generation)); reload applied"), .ready])
+        core.send(phase: "Running (generation \(transaction.generation))", event: "reload applied") { [$0, .ready] }
         metrics.reloaded(applied: true, generation: transaction.generation)
         core.observe(.reloadApplied(generation: transaction.generation, duration: configuration.clock.now - began))
     }
@@ -608,7 +610,7 @@ package final class ListenerGroup: Service {
         listeners started: [any Listener],
         startedAt: Duration
     ) async -> [(listener: String, reason: String)] {
-        core.send([.stopping, .status("Stopping (\(reason))…")])
+        core.send(phase: "Stopping (\(reason))…") { [.stopping, $0] }
         // Usually the last notification: when the exit will need a barrier (notifications wait
         // in the process, or it is not the one the manager started), it is sent now and
         // confirmed while the listeners stop (a later notification makes the exit send a new one).
@@ -641,7 +643,7 @@ package final class ListenerGroup: Service {
         }
         let all = failures.values
         if let first = all.first {
-            core.send([.status("Stopped with errors: \(first.listener) \(first.reason)")])
+            core.send(phase: "Stopped with errors: \(first.listener) \(first.reason)", alone: true)
         }
         core.observe(.stopped(uptime: configuration.clock.now - startedAt))
         core.finish()
@@ -660,17 +662,4 @@ package final class ListenerGroup: Service {
 package protocol ErrnoRepresentable: Error {
     /// The errno value, e.g. `ENOENT`.
     var errno: Int32 { get }
-}
-
-extension Duration {
-    /// `1.5 s`, `250 ms`, `40 µs`: compact, for messages.
-    package var formatted: String {
-        let (seconds, attoseconds) = components
-        if seconds >= 1 {
-            let tenths = attoseconds / 100_000_000_000_000_000
-            return tenths == 0 ? "\(seconds) s" : "\(seconds).\(tenths) s"
-        }
-        let micros = attoseconds / 1_000_000_000_000
-        return micros >= 1000 ? "\(micros / 1000) ms" : "\(micros) µs"
-    }
 }

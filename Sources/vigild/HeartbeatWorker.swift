@@ -102,7 +102,7 @@ final class HeartbeatWorker: Listener {
                 "VIGIL_EVENT": "status-report",
             ]
         )
-        context.reportStatus("Running (generation \(context.generation)); \(count) heartbeats")
+        context.reportStatus("\(count) heartbeats")
     }
 
     func terminate(reason: TerminationReason, context: ListenerContext) async throws {

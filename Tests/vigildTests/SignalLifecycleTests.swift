@@ -35,6 +35,11 @@ import VigilTesting
         let afterUser = try await socket.datagrams.wait("status report") { $0.count >= 4 }
         #expect(afterUser[3].text == "STATUS=Running (generation 2); 0 heartbeats")
 
+        // The daemon's own line outlives the next reload: the lifecycle's part changes, not it.
+        daemon.send(SIGHUP)
+        let again = try await socket.datagrams.wait("second reload READY") { $0.count >= 6 }
+        #expect(again[5].text == "STATUS=Running (generation 3); reload applied; 0 heartbeats\nREADY=1")
+
         daemon.send(SIGTERM)
         #expect(try await daemon.waitForExit() == 0)
         // The datagrams were queued before the exit (they outlive the process; the daemon, the
@@ -48,7 +53,9 @@ import VigilTesting
                 "RELOADING",
                 "STATUS=Running (generation 2); reload applied\nREADY=1",
                 "STATUS=Running (generation 2); 0 heartbeats",
-                "STOPPING=1\nSTATUS=Stopping (SIGTERM)…",
+                "RELOADING",
+                "STATUS=Running (generation 3); reload applied; 0 heartbeats\nREADY=1",
+                "STOPPING=1\nSTATUS=Stopping (SIGTERM)…; 0 heartbeats",
             ]
         )
     }

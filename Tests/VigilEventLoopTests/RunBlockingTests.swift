@@ -1,0 +1,62 @@
+import Testing
+import VigilEventLoop
+import VigilPOSIX
+import VigilPlatform
+import VigilTesting
+
+/// `EventLoopExecutor.runBlocking`: a daemon's own blocking call on the helper thread, with the
+/// deadline the standard listeners' file work has.
+@Suite struct RunBlockingTests {
+    private struct Unreadable: Error, Equatable { let reason: String }
+
+    @Test func itReturnsWhatTheCallReturnedFromAnotherThread() async throws {
+        let caller = pthread_self()
+        let ranElsewhere = try await EventLoopExecutor.runBlocking(
+            operation: "count the files in",
+            path: "/srv",
+            within: .seconds(10)
+        ) { pthread_equal(pthread_self(), caller) == 0 }
+        #expect(ranElsewhere)
+    }
+
+    @Test func itThrowsWhatTheCallThrew() async {
+        let error = await #expect(throws: Unreadable.self) {
+            try await EventLoopExecutor.runBlocking(operation: "read", path: "/srv/x", within: .seconds(10)) {
+                throw Unreadable(reason: "garbled")
+            }
+        }
+        #expect(error == Unreadable(reason: "garbled"))
+    }
+
+    /// A call that does not answer in time is abandoned: the caller hears `ETIMEDOUT` with the
+    /// operation and path it named, and the call's thread ends once the call returns.
+    @Test func aCallThatMissesItsDeadlineIsAbandonedWithAnErrorNamingIt() async throws {
+        var ends: [Int32] = [-1, -1]
+        try #require(pipe(&ends) == 0)
+        defer {
+            close(ends[0])
+            close(ends[1])
+        }
+        let readEnd = ends[0]
+        let start = ContinuousClock.now
+        let error = await #expect(throws: SystemError.self) {
+            try await EventLoopExecutor.runBlocking(
+                operation: "count the files in",
+                path: "/mnt/hung",
+                within: .milliseconds(100)
+            ) {
+                var byte: UInt8 = 0
+                return read(readEnd, &byte, 1)  // blocks until the test writes
+            }
+        }
+        #expect(ContinuousClock.now - start >= .milliseconds(100))
+        #expect(error?.errno == ETIMEDOUT)
+        #expect(error?.path == "/mnt/hung")
+        #expect(
+            error?.description
+                == "cannot count the files in /mnt/hung: no answer within 100 ms (a hung file system?); the call was abandoned on its helper thread"
+        )
+        var byte: UInt8 = 1
+        #expect(write(ends[1], &byte, 1) == 1, "the abandoned call returns and its thread ends")
+    }
+}

@@ -1,0 +1,54 @@
+import Testing
+import VigilLifecycle
+import VigilTesting
+
+private func isApplied(_ record: LifecycleRecord.Kind) -> Bool {
+    if case .reloadApplied = record { true } else { false }
+}
+
+/// A listener that reports its own status while it starts, as a daemon's part does.
+private struct Counter: Listener {
+    let name = "counter"
+    func start(context: ListenerContext) async throws { context.reportStatus("3 files") }
+}
+
+/// `STATUS=` is the lifecycle's phase, then the daemon's own line: neither erases the other.
+@Suite struct StatusLineTests {
+    @Test func theDaemonsLineFollowsEveryPhaseButTheErrors() async throws {
+        let datagrams = try await withRunningDaemon(listeners: [Counter()]) { daemon in
+            let context = daemon.group.context
+            context.reportStatus("4 files")
+            daemon.group.requestReload()
+            try await daemon.observer.kinds.wait { $0.contains(where: isApplied) }
+            context.reportFatalFault("disk gone", listener: "counter")
+            context.reportStatus("5 files")
+            return daemon.notifier
+        }.datagrams
+        #expect(datagrams.count == 8, "\(datagrams)")
+        guard datagrams.count == 8 else { return }
+        #expect(datagrams[0] == "STATUS=3 files", "before start-up ends, the line is the daemon's alone")
+        #expect(datagrams[1] == "STATUS=Running (generation 1); 3 files\nREADY=1")
+        #expect(datagrams[2] == "STATUS=Running (generation 1); 4 files")
+        #expect(datagrams[3].hasPrefix("RELOADING=1\nMONOTONIC_USEC="))
+        #expect(datagrams[3].hasSuffix("\nSTATUS=Reloading…; 4 files"))
+        #expect(datagrams[4] == "STATUS=Running (generation 2); reload applied; 4 files\nREADY=1")
+        #expect(
+            datagrams[5] == "STATUS=Fatal fault in counter: disk gone\nWATCHDOG=trigger",
+            "an error is the whole line"
+        )
+        #expect(datagrams[6] == "STATUS=Fatal fault in counter: disk gone; 5 files", "and stays before the next")
+        #expect(datagrams[7] == "STOPPING=1\nSTATUS=Stopping (test finished)…; 5 files")
+    }
+
+    @Test func withoutALineOfItsOwnTheDaemonShowsThePhaseAlone() async throws {
+        let datagrams = try await withRunningDaemon(listeners: [RecordingListener("worker", log: AsyncRecorder())]) {
+            daemon in
+            daemon.group.requestReload()
+            try await daemon.observer.kinds.wait { $0.contains(where: isApplied) }
+            return daemon.notifier
+        }.datagrams
+        #expect(datagrams.first == "STATUS=Running (generation 1)\nREADY=1")
+        #expect(datagrams.contains("STATUS=Running (generation 2); reload applied\nREADY=1"))
+        #expect(datagrams.last == "STOPPING=1\nSTATUS=Stopping (test finished)…")
+    }
+}
