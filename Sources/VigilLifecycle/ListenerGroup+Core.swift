@@ -112,8 +112,17 @@ extension ListenerGroup {
             var phase: String?
             var own: String?
 
-            static func joined(_ parts: String?...) -> String {
-                parts.compactMap { $0 }.filter { !$0.isEmpty }.joined(separator: "; ")
+            /// The parts that are there, joined by "; " (built in place: a reload's line is built
+            /// between `RELOADING=1` and `READY=1`).
+            static func joined(_ first: String?, _ second: String?, _ third: String? = nil) -> String {
+                var text = first ?? ""
+                func append(_ part: String?) {
+                    guard let part, !part.isEmpty else { return }
+                    text += text.isEmpty ? part : "; " + part
+                }
+                append(second)
+                append(third)
+                return text
             }
         }
         /// Held while a `STATUS=` is composed and sent: two sends from two threads (a listener's
