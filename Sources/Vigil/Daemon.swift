@@ -118,7 +118,7 @@ public struct Daemon: Sendable {
         let failure = await runGroup(whenCreated: whenCreated)
         // Stopped: the helper threads end now (while a barrier, if the exit needs one, is
         // confirmed), not during the exit.
-        BlockingWorker.shared.retireIdleThreads()
+        BlockingWorker.retireAllIdleThreads()
         synchronizeWithServiceManager()
         return failure
     }

@@ -189,7 +189,7 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
                 daemon = try await makeDaemon(options)
             } catch {
                 options.logging.logger.critical("\(name) cannot start: \(error)")
-                BlockingWorker.shared.retireIdleThreads()
+                BlockingWorker.retireAllIdleThreads()
                 return 1
             }
             if let warning = unit.stopTimeoutWarning(for: daemon) { options.logging.logger.warning("\(warning)") }

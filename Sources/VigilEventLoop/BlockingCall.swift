@@ -17,7 +17,9 @@ extension EventLoopExecutor {
     /// while the call runs, and a call that misses its deadline is abandoned on its thread (a
     /// thread blocked in the kernel cannot be cancelled; it ends if the call ever returns). At
     /// most four helper threads may be stuck so in the process; past that, calls are refused at
-    /// once. A quick call costs a hand-over to a long-lived thread (a futex wake), not a thread.
+    /// once. These threads are the daemon's own, apart from the standard listeners': calls of
+    /// yours stuck on a hung mount never starve their configuration reads and state checkpoints.
+    /// A quick call costs a hand-over to a long-lived thread (a futex wake), not a thread.
     /// Works without the event loop too (the deadline is then a sleeping task).
     ///
     /// - Parameters:
@@ -40,7 +42,7 @@ extension EventLoopExecutor {
         within deadline: Duration,
         _ work: @escaping @Sendable () throws -> Value
     ) async throws -> Value {
-        switch await BlockingWorker.shared.run(deadline: deadline, { Result { try work() } }) {
+        switch await BlockingWorker.daemonCalls.run(deadline: deadline, { Result { try work() } }) {
         case .finished(let result):
             return try result.get()
         case .timedOut:
@@ -56,6 +58,19 @@ extension EventLoopExecutor {
         case .unavailable(let reason):
             throw SystemError(path: path, operation: operation, errno: EAGAIN, detail: "it was not run: \(reason)")
         }
+    }
+}
+
+extension BlockingWorker {
+    /// The worker of ``EventLoopExecutor/runBlocking(operation:path:within:_:)``: the daemon's
+    /// own calls, apart from ``shared`` (the standard listeners' file work), so that calls that
+    /// hang in one never use up the other's threads.
+    package static let daemonCalls = BlockingWorker(maximumThreads: 4)
+
+    /// Ends both workers' idle threads (``retireIdleThreads()``): a daemon that has stopped.
+    package static func retireAllIdleThreads() {
+        shared.retireIdleThreads()
+        daemonCalls.retireIdleThreads()
     }
 }
 

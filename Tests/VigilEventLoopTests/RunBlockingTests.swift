@@ -6,7 +6,7 @@ import VigilTesting
 
 /// `EventLoopExecutor.runBlocking`: a daemon's own blocking call on the helper thread, with the
 /// deadline the standard listeners' file work has.
-@Suite struct RunBlockingTests {
+@Suite(.serialized) struct RunBlockingTests {
     private struct Unreadable: Error, Equatable { let reason: String }
 
     @Test func itReturnsWhatTheCallReturnedFromAnotherThread() async throws {
@@ -58,5 +58,42 @@ import VigilTesting
         )
         var byte: UInt8 = 1
         #expect(write(ends[1], &byte, 1) == 1, "the abandoned call returns and its thread ends")
+        try await poll(until: "the stuck thread ends") { BlockingWorker.daemonCalls.stuckThreads == 0 }
+    }
+
+    /// The daemon's own calls have threads of their own: four stuck on a hung mount refuse a fifth
+    /// at once (`EAGAIN`), and the standard listeners' worker still answers.
+    @Test func stuckCallsOfTheDaemonNeverStarveTheListenersFileWork() async throws {
+        var ends: [Int32] = [-1, -1]
+        try #require(pipe(&ends) == 0)
+        defer {
+            close(ends[0])
+            close(ends[1])
+        }
+        let readEnd = ends[0]
+        for _ in 0..<4 {
+            await #expect(throws: SystemError.self) {
+                try await EventLoopExecutor.runBlocking(operation: "read", path: "/mnt/hung", within: .milliseconds(20))
+                {
+                    var byte: UInt8 = 0
+                    return read(readEnd, &byte, 1)
+                }
+            }
+        }
+        let refused = await #expect(throws: SystemError.self) {
+            try await EventLoopExecutor.runBlocking(operation: "read", path: "/mnt/hung", within: .seconds(10)) { 1 }
+        }
+        #expect(refused?.errno == EAGAIN)
+        #expect(
+            refused?.description.hasPrefix("cannot read /mnt/hung: it was not run: 4 helper threads are stuck") == true
+        )
+        guard case .finished(let answer) = await BlockingWorker.shared.run(deadline: .seconds(10), { 7 }) else {
+            Issue.record("the listeners' worker did not answer")
+            return
+        }
+        #expect(answer == 7)
+        var bytes: [UInt8] = [1, 1, 1, 1]
+        #expect(write(ends[1], &bytes, 4) == 4, "the four abandoned calls return")
+        try await poll(until: "the stuck threads end") { BlockingWorker.daemonCalls.stuckThreads == 0 }
     }
 }
