@@ -9,6 +9,37 @@ import VigilTesting
 @Suite(.serialized) struct RunBlockingTests {
     private struct Unreadable: Error, Equatable { let reason: String }
 
+    /// A call that blocks until ``release(_:)``: a `read` of an empty pipe.
+    private final class HungCall: Sendable {
+        private let readEnd: Int32
+        private let writeEnd: Int32
+
+        init() throws {
+            var ends: [Int32] = [-1, -1]
+            try #require(pipe(&ends) == 0)
+            (readEnd, writeEnd) = (ends[0], ends[1])
+        }
+
+        deinit {
+            close(readEnd)
+            close(writeEnd)
+        }
+
+        /// The call: returns once a byte was written.
+        var call: @Sendable () -> Int {
+            { [readEnd] in
+                var byte: UInt8 = 0
+                return read(readEnd, &byte, 1)
+            }
+        }
+
+        /// Lets `count` calls return.
+        func release(_ count: Int) -> Bool {
+            let bytes = [UInt8](repeating: 1, count: count)
+            return write(writeEnd, bytes, count) == count
+        }
+    }
+
     @Test func itReturnsWhatTheCallReturnedFromAnotherThread() async throws {
         let caller = pthread_self()
         let ranElsewhere = try await EventLoopExecutor.runBlocking(
@@ -31,23 +62,15 @@ import VigilTesting
     /// A call that does not answer in time is abandoned: the caller hears `ETIMEDOUT` with the
     /// operation and path it named, and the call's thread ends once the call returns.
     @Test func aCallThatMissesItsDeadlineIsAbandonedWithAnErrorNamingIt() async throws {
-        var ends: [Int32] = [-1, -1]
-        try #require(pipe(&ends) == 0)
-        defer {
-            close(ends[0])
-            close(ends[1])
-        }
-        let readEnd = ends[0]
+        let hung = try HungCall()
         let start = ContinuousClock.now
         let error = await #expect(throws: SystemError.self) {
             try await EventLoopExecutor.runBlocking(
                 operation: "count the files in",
                 path: "/mnt/hung",
-                within: .milliseconds(100)
-            ) {
-                var byte: UInt8 = 0
-                return read(readEnd, &byte, 1)  // blocks until the test writes
-            }
+                within: .milliseconds(100),
+                hung.call
+            )
         }
         #expect(ContinuousClock.now - start >= .milliseconds(100))
         #expect(error?.errno == ETIMEDOUT)
@@ -56,28 +79,22 @@ import VigilTesting
             error?.description
                 == "cannot count the files in /mnt/hung: no answer within 100 ms (a hung file system?); the call was abandoned on its helper thread"
         )
-        var byte: UInt8 = 1
-        #expect(write(ends[1], &byte, 1) == 1, "the abandoned call returns and its thread ends")
+        #expect(hung.release(1), "the abandoned call returns and its thread ends")
         try await poll(until: "the stuck thread ends") { BlockingWorker.daemonCalls.stuckThreads == 0 }
     }
 
     /// The daemon's own calls have threads of their own: four stuck on a hung mount refuse a fifth
     /// at once (`EAGAIN`), and the standard listeners' worker still answers.
     @Test func stuckCallsOfTheDaemonNeverStarveTheListenersFileWork() async throws {
-        var ends: [Int32] = [-1, -1]
-        try #require(pipe(&ends) == 0)
-        defer {
-            close(ends[0])
-            close(ends[1])
-        }
-        let readEnd = ends[0]
+        let hung = try HungCall()
         for _ in 0..<4 {
             await #expect(throws: SystemError.self) {
-                try await EventLoopExecutor.runBlocking(operation: "read", path: "/mnt/hung", within: .milliseconds(20))
-                {
-                    var byte: UInt8 = 0
-                    return read(readEnd, &byte, 1)
-                }
+                try await EventLoopExecutor.runBlocking(
+                    operation: "read",
+                    path: "/mnt/hung",
+                    within: .milliseconds(20),
+                    hung.call
+                )
             }
         }
         let refused = await #expect(throws: SystemError.self) {
@@ -92,8 +109,7 @@ import VigilTesting
             return
         }
         #expect(answer == 7)
-        var bytes: [UInt8] = [1, 1, 1, 1]
-        #expect(write(ends[1], &bytes, 4) == 4, "the four abandoned calls return")
+        #expect(hung.release(4), "the four abandoned calls return")
         try await poll(until: "the stuck threads end") { BlockingWorker.daemonCalls.stuckThreads == 0 }
     }
 }
