@@ -66,12 +66,17 @@ func order() async {
 }
 
 /// Sleeps wake in deadline order, never early; equal deadlines fire in the order added.
+/// Each sleep ends `wait` after the same start (the rest of it is slept), so a loaded machine
+/// that starts the tasks late cannot reorder deadlines the scenario means to be 30 ms apart.
 func timers() async {
     let start = MonotonicClock.nanoseconds()
     await withTaskGroup(of: Void.self) { group in
-        for wait in [30, 10, 20] {
+        for wait in [90, 30, 60] {
             group.addTask {
-                try? await EventLoopExecutor.sleep(for: .milliseconds(wait))
+                let deadline = start + UInt64(wait) * 1_000_000
+                let now = MonotonicClock.nanoseconds()
+                let rest = deadline > now ? deadline - now : 0
+                try? await EventLoopExecutor.sleep(for: .nanoseconds(rest))
                 line("slept \(wait) ms, early=\(milliseconds(since: start) < UInt64(wait))")
             }
         }

@@ -50,7 +50,7 @@ import VigilTesting
             name: "timers",
             claim: "sleeps wake in deadline order, never early; equal deadlines fire in the order added",
             lines: [
-                "slept 10 ms, early=false", "slept 20 ms, early=false", "slept 30 ms, early=false",
+                "slept 30 ms, early=false", "slept 60 ms, early=false", "slept 90 ms, early=false",
                 "timer 1", "timer 2", "timer 3", "pending timers=0 threads=1",
             ]
         ),
