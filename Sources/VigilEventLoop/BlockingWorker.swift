@@ -23,8 +23,8 @@ import VigilPlatform
 /// deadline is leaked: it ends by itself if the call ever returns. At most
 /// ``maximumThreads`` threads may be stuck so; with that many stuck a call is refused at once
 /// with ``Outcome/unavailable(_:)``, so a file system that stays hung costs a few stacks, not a
-/// thread per reload. Calls made while another runs in time get threads of their own (kept
-/// idle for the next calls).
+/// thread per reload. Calls made while another runs in time get threads of their own; once
+/// they return, at most ``maximumThreads`` stay idle for the next calls and the others end.
 package final class BlockingWorker: Sendable {
     /// How a call ended.
     package enum Outcome<Value: Sendable>: Sendable {
@@ -233,9 +233,17 @@ package final class BlockingWorker: Sendable {
         return elapsed &- began < spinRunLimit
     }
 
-    /// A call returned in time: its thread waits for the next one.
-    fileprivate func returned(_ thread: WorkerThread) {
-        state.withLock { $0.idle.append(thread) }
+    /// A call returned in time: its thread waits for the next one, unless ``maximumThreads``
+    /// already wait (many calls at once made a thread each): then it ends, and `false` says so.
+    fileprivate func returned(_ thread: WorkerThread) -> Bool {
+        state.withLock { state in
+            guard state.idle.count < maximumThreads else {
+                state.threads -= 1
+                return false
+            }
+            state.idle.append(thread)
+            return true
+        }
     }
 
     /// A thread that answered the last call ends.
@@ -395,11 +403,11 @@ private final class Call: @unchecked Sendable {
 
     /// On the thread: the call returned. Returns whether the thread goes on serving calls.
     func finish(thread: WorkerThread, last: Bool) -> Bool {
-        let (ended, continuation, timer, task) = state.withLock { state in
+        let (ends, ended, continuation, timer, task) = state.withLock { state in
             guard !state.ended else {
-                return (true, nil, nil, nil)
+                return (true, true, nil, nil, nil)
                     as (
-                        Bool, CheckedContinuation<BlockingWorker.Outcome<Void>, Never>?,
+                        Bool, Bool, CheckedContinuation<BlockingWorker.Outcome<Void>, Never>?,
                         (id: UInt64, target: TimerTarget)?, Task<Void, Never>?
                     )
             }
@@ -407,9 +415,15 @@ private final class Call: @unchecked Sendable {
             // The caller waits in place (or is about to suspend: `begin` hands it this).
             if state.continuation == nil { state.early = .finished(()) }
             // Idle again before the caller hears: its next call finds this thread (unless it
-            // was the last call: the thread ends).
-            if last { worker.ended() } else { worker.returned(thread) }
-            return (false, state.continuation.take(), state.timer.take(), state.timerTask.take())
+            // was the last call, or enough threads wait already: the thread ends).
+            let kept: Bool
+            if last {
+                worker.ended()
+                kept = false
+            } else {
+                kept = worker.returned(thread)
+            }
+            return (!kept, false, state.continuation.take(), state.timer.take(), state.timerTask.take())
         }
         if ended {
             // Abandoned: the caller heard of the deadline and a new thread took this one's place.
@@ -423,7 +437,7 @@ private final class Call: @unchecked Sendable {
         } else {
             sem_post(arrived)
         }
-        return !last
+        return !ends
     }
 
     /// The deadline passed or the caller was cancelled first: the caller hears `outcome` and

@@ -112,4 +112,28 @@ import VigilTesting
         #expect(hung.release(4), "the four abandoned calls return")
         try await poll(until: "the stuck threads end") { BlockingWorker.daemonCalls.stuckThreads == 0 }
     }
+
+    /// Many calls at once get a thread each; once they have returned, four stay idle for the next
+    /// calls and the others end (a daemon that once ran 12 calls at once keeps no 12 threads).
+    @Test func threadsMadeForCallsAtOnceEndOnceTheyAreIdle() async throws {
+        let hung = try HungCall()
+        try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<12 {
+                group.addTask {
+                    try await EventLoopExecutor.runBlocking(
+                        operation: "read",
+                        path: "/mnt/slow",
+                        within: .seconds(30),
+                        hung.call
+                    )
+                }
+            }
+            try await poll(until: "12 calls run at once") { BlockingWorker.daemonCalls.threadCount == 12 }
+            #expect(hung.release(12))
+            var answers = 0
+            for try await answer in group { answers += answer }
+            #expect(answers == 12)
+        }
+        #expect(BlockingWorker.daemonCalls.threadCount == 4)
+    }
 }
