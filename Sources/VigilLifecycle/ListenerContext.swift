@@ -59,12 +59,29 @@ public final class ListenerContext: Sendable {
     ///
     /// The line is the lifecycle's phase, then yours: `Running (generation 2); 41 heartbeats`.
     /// Yours stays when the lifecycle's part changes — after `READY=1` at start, after each
-    /// reload (`Running (generation 3); reload applied; 41 heartbeats`), at stop (`Stopping
+    /// reload (`Running (generation 3); reload applied; 41 heartbeats`; a rejection stays in
+    /// front of yours until the next reload), at stop (`Stopping
     /// (SIGTERM)…; 3 jobs left`) — until you report another. Before start-up ends, the line is
     /// yours alone; a failed start, a fatal fault and a stop with errors show only the error.
     /// Control characters are escaped and the whole line is cut to systemd's limit (1 KiB).
     public func reportStatus(_ text: String) {
-        core.sendOwnStatus(text)
+        core.sendOwnStatus(Self.keptForStatus(text))
+    }
+
+    /// The start of `text` the status line can show: whole characters up to one byte past
+    /// the wire's limit (1 KiB, where the line is cut with an ellipsis), so a huge report is
+    /// neither kept nor copied on every later send, and the line sent is the same.
+    package static func keptForStatus(_ text: String) -> String {
+        let limit = 1025
+        guard text.utf8.count > limit else { return text }
+        var size = 0
+        var end = text.startIndex
+        for index in text.indices {
+            size += text[index].utf8.count
+            end = text.index(after: index)
+            if size >= limit { break }
+        }
+        return String(text[..<end])
     }
 
     /// Declares a fatal fault: the service manager is told to treat the daemon as failed

@@ -542,9 +542,9 @@ package final class ListenerGroup: Service {
                 report(outcome, listener: listener.name, event: "reload abort", budget: "reload")
                 return true
             }
-            core.send(phase: "Running (generation \(current))", event: "reload rejected: \(rejection)") {
-                [$0, .ready]
-            }
+            // The rejection stays in the line until the next reload: the daemon's own reports
+            // after it must not hide that the configuration on disk is not the one in force.
+            core.send(phase: "Running (generation \(current)); reload rejected: \(rejection)") { [$0, .ready] }
             metrics.reloaded(applied: false, generation: current)
             core.observe(.reloadRejected(rejection, generation: current, duration: configuration.clock.now - began))
             return

@@ -36,8 +36,11 @@ check "reload once: vigild status right after shows generation 2" bash -c "
   nsenter -t $pid -a vigild status --json | python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(0 if d[\"generation\"] == 2 and d[\"heartbeat\"][\"message\"] == \"changed\" else 1)'"
 write_config '{ "heartbeat": { "interval": -1 } }'
 check "reload once: a bad reload exits non-zero, exactly one reload" one_request 1 rejected
-# (StatusText now shows the SIGUSR1 report; vigild status keeps the last reload's outcome.)
+# StatusText keeps the rejection in front of the SIGUSR1 report that followed it, until the next
+# reload; vigild status keeps the last reload's outcome.
 check "reload once: after the bad reload still active on generation 2, the rejection recorded" bash -c "
+  s=\$(nsenter -t $pid -a systemctl show -P StatusText vigild); echo \"StatusText='\$s'\"
+  [[ \$s == 'Running (generation 2); reload rejected: '*heartbeat.interval*'; '*' heartbeats' ]] &&
   [ \"\$(nsenter -t $pid -a systemctl show -P ActiveState vigild)\" = active ] &&
   [ \"\$(nsenter -t $pid -a systemctl show -P MainPID vigild)\" = $main_pid ] &&
   nsenter -t $pid -a vigild status --json | python3 -c 'import json,sys; d=json.load(sys.stdin); r=d[\"lastReload\"]; sys.exit(0 if d[\"generation\"] == 2 and r[\"result\"] == \"rejected\" and \"heartbeat.interval\" in r.get(\"reason\", \"\") else 1)'"

@@ -12,6 +12,18 @@ private struct Counter: Listener {
     func start(context: ListenerContext) async throws { context.reportStatus("3 files") }
 }
 
+/// A listener that refuses every reload.
+private struct Refuser: Listener {
+    let name = "refuser"
+    func prepareReload(_ reload: ReloadTransaction, context: ListenerContext) async throws -> ReloadDecision {
+        .reject(reason: "not today")
+    }
+}
+
+private func isRejected(_ record: LifecycleRecord.Kind) -> Bool {
+    if case .reloadRejected = record { true } else { false }
+}
+
 /// `STATUS=` is the lifecycle's phase, then the daemon's own line: neither erases the other.
 @Suite struct StatusLineTests {
     @Test func theDaemonsLineFollowsEveryPhaseButTheErrors() async throws {
@@ -50,5 +62,47 @@ private struct Counter: Listener {
         #expect(datagrams.first == "STATUS=Running (generation 1)\nREADY=1")
         #expect(datagrams.contains("STATUS=Running (generation 2); reload applied\nREADY=1"))
         #expect(datagrams.last == "STOPPING=1\nSTATUS=Stopping (test finished)…")
+    }
+
+    @Test func aHugeLineIsCutToSystemdsLimitOnceAndStaysCut() async throws {
+        // 12 MiB of two-byte letters and line breaks: kept whole, every later send would copy it.
+        let huge = String(repeating: "é\n", count: 4_000_000)
+        let kept = ListenerContext.keptForStatus(huge)
+        #expect(kept.utf8.count == 1025 && huge.hasPrefix(kept), "whole characters to one byte past the limit")
+        let datagrams = try await withRunningDaemon(listeners: [Counter()]) { daemon in
+            daemon.group.context.reportStatus(huge)
+            daemon.group.requestReload()
+            try await daemon.observer.kinds.wait { $0.contains(where: isApplied) }
+            return daemon.notifier
+        }.datagrams
+        let lines = datagrams.flatMap { $0.split(separator: "\n") }.filter { $0.hasPrefix("STATUS=") }
+        let own = lines.filter { $0.contains("é") }
+        #expect(own.count == 4, "the report, the reload's two lines and the stop's: \(lines.map(\.utf8.count))")
+        for line in own {
+            #expect(line.utf8.count <= "STATUS=".utf8.count + 1024, "cut to 1 KiB: \(line.utf8.count) bytes")
+            #expect(line.hasSuffix("…"), "the cut is shown")
+            let report = line.drop { $0 != "é" }
+            #expect(report.hasPrefix("é é é") && !report.dropLast().contains("…"), "line breaks became spaces")
+        }
+        #expect(own.first?.hasPrefix("STATUS=Running (generation 1); é é") == true)
+        #expect(own.last?.hasPrefix("STATUS=Stopping (test finished)…; é é") == true)
+    }
+
+    @Test func aRejectionStaysInTheLineUntilTheNextReload() async throws {
+        let datagrams = try await withRunningDaemon(listeners: [Counter(), Refuser()]) { daemon in
+            daemon.group.requestReload()
+            try await daemon.observer.kinds.wait { $0.contains(where: isRejected) }
+            daemon.group.context.reportStatus("4 files")
+            return daemon.notifier
+        }.datagrams
+        #expect(
+            datagrams.contains("STATUS=Running (generation 1); reload rejected: refuser: not today; 3 files\nREADY=1"),
+            "\(datagrams)"
+        )
+        #expect(
+            datagrams.contains("STATUS=Running (generation 1); reload rejected: refuser: not today; 4 files"),
+            "the daemon's next report keeps it: \(datagrams)"
+        )
+        #expect(datagrams.last == "STOPPING=1\nSTATUS=Stopping (test finished)…; 4 files")
     }
 }
