@@ -25,9 +25,12 @@ import VigilTesting
             close(writeEnd)
         }
 
-        /// The call: returns once a byte was written.
+        /// The call: returns once a byte was written. It holds this object, so the pipe is
+        /// closed only once no call can still read it: closed while a helper thread had yet to
+        /// begin its `read`, its number went to another suite's notify socket, whose datagram
+        /// that `read` then took (a CI run lost a `RELOADING=1` so).
         var call: @Sendable () -> Int {
-            { [readEnd] in
+            { [self] in
                 var byte: UInt8 = 0
                 return read(readEnd, &byte, 1)
             }
@@ -115,26 +118,29 @@ import VigilTesting
 
     /// Many calls at once get a thread each; once they have returned, four stay idle for the next
     /// calls and the others end (a daemon that once ran 12 calls at once keeps no 12 threads).
+    /// A worker of the test's own: a `Daemon` stopping in another suite retires the idle threads
+    /// of the process's workers.
     @Test func threadsMadeForCallsAtOnceEndOnceTheyAreIdle() async throws {
         let hung = try HungCall()
-        try await withThrowingTaskGroup(of: Int.self) { group in
+        let worker = BlockingWorker(maximumThreads: 4)
+        await withTaskGroup(of: Int.self) { group in
             for _ in 0..<12 {
                 group.addTask {
-                    try await EventLoopExecutor.runBlocking(
-                        operation: "read",
-                        path: "/mnt/slow",
-                        within: .seconds(30),
-                        hung.call
-                    )
+                    guard case .finished(let answer) = await worker.run(deadline: .seconds(30), hung.call) else {
+                        return 0
+                    }
+                    return answer
                 }
             }
-            try await poll(until: "12 calls run at once") { BlockingWorker.daemonCalls.threadCount == 12 }
+            try? await poll(until: "12 calls run at once") { worker.threadCount == 12 }
+            #expect(worker.threadCount == 12)
             #expect(hung.release(12))
             var answers = 0
-            for try await answer in group { answers += answer }
+            for await answer in group { answers += answer }
             #expect(answers == 12)
         }
-        // At most: a daemon stopping in another suite meanwhile retires the idle ones.
-        #expect(BlockingWorker.daemonCalls.threadCount <= 4)
+        #expect(worker.threadCount == 4)
+        worker.retireIdleThreads()
+        #expect(worker.threadCount == 0)
     }
 }
