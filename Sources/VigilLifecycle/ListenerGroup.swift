@@ -544,7 +544,8 @@ package final class ListenerGroup: Service {
             }
             // The rejection stays in the line until the next reload: the daemon's own reports
             // after it must not hide that the configuration on disk is not the one in force.
-            core.send(phase: "Running (generation \(current)); reload rejected: \(rejection)") { [$0, .ready] }
+            let reason = ListenerContext.keptForStatus("\(rejection)")
+            core.send(phase: "Running (generation \(current)); reload rejected: \(reason)") { [$0, .ready] }
             metrics.reloaded(applied: false, generation: current)
             core.observe(.reloadRejected(rejection, generation: current, duration: configuration.clock.now - began))
             return

@@ -1,3 +1,4 @@
+import Synchronization
 import Testing
 import VigilLifecycle
 import VigilTesting
@@ -12,11 +13,13 @@ private struct Counter: Listener {
     func start(context: ListenerContext) async throws { context.reportStatus("3 files") }
 }
 
-/// A listener that refuses every reload.
+/// A listener that refuses reloads while `refusing` is on.
 private struct Refuser: Listener {
+    final class Switch: Sendable { let on = Mutex(true) }
     let name = "refuser"
+    var refusing = Switch()
     func prepareReload(_ reload: ReloadTransaction, context: ListenerContext) async throws -> ReloadDecision {
-        .reject(reason: "not today")
+        refusing.on.withLock { $0 } ? .reject(reason: "not today") : .accept
     }
 }
 
@@ -104,5 +107,37 @@ private func isRejected(_ record: LifecycleRecord.Kind) -> Bool {
             "the daemon's next report keeps it: \(datagrams)"
         )
         #expect(datagrams.last == "STOPPING=1\nSTATUS=Stopping (test finished)…; 4 files")
+    }
+
+    @Test func theNextReloadClearsTheRejection() async throws {
+        let refuser = Refuser()
+        let datagrams = try await withRunningDaemon(listeners: [Counter(), refuser]) { daemon in
+            daemon.group.requestReload()
+            try await daemon.observer.kinds.wait { $0.contains(where: isRejected) }
+            refuser.refusing.on.withLock { $0 = false }
+            daemon.group.requestReload()
+            try await daemon.observer.kinds.wait { $0.contains(where: isApplied) }
+            daemon.group.context.reportStatus("4 files")
+            return daemon.notifier
+        }.datagrams
+        #expect(datagrams.contains("STATUS=Running (generation 2); reload applied; 3 files\nREADY=1"), "\(datagrams)")
+        #expect(datagrams.contains("STATUS=Running (generation 2); 4 files"), "\(datagrams)")
+    }
+
+    /// What is kept is counted as the wire counts it: a line break is one space there, `"\r\n"`
+    /// and U+2028 (2 and 3 bytes) too, so a report of them still fills the line to the limit and
+    /// ends in the ellipsis, as the whole text would.
+    @Test(arguments: ["x\r\n", "\u{2028}", "é\n", "\u{1B}", "\t"])
+    func whatIsKeptFillsTheLineAsTheWholeReportWould(piece: String) async throws {
+        let report = String(repeating: piece, count: 3000)
+        let datagrams = try await withRunningDaemon(listeners: [Counter()]) { daemon in
+            daemon.group.context.reportStatus(report)
+            return daemon.notifier
+        }.datagrams
+        let line = try #require(
+            datagrams.first { $0.hasPrefix("STATUS=Running (generation 1); ") && !$0.contains("READY=1") }
+        )
+        #expect(line.hasSuffix("…"), "cut, and the cut shown")
+        #expect(line.utf8.count >= "STATUS=".utf8.count + 1020, "filled to the limit: \(line.utf8.count) bytes")
     }
 }
