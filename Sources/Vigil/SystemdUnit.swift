@@ -47,6 +47,15 @@ public struct SystemdUnit: Sendable, Hashable {
     /// The credentials the daemon reads with `Credentials` (VigilSystemd): one
     /// `LoadCredential=`, `LoadCredentialEncrypted=` or `SetCredential=` line each, in order.
     package var credentials: [Credential]
+    /// Directories outside its own three that the daemon writes (an inbox it empties, a spool it
+    /// fills): one `ReadWritePaths=` line each, the one way through `ProtectSystem=strict`, which
+    /// keeps every other path read-only. Each must exist when the service starts (systemd fails
+    /// the start with 226/NAMESPACE otherwise), and the daemon's transient user needs the
+    /// permission to write there (`DynamicUser=yes`: a group the admin grants with
+    /// `SupplementaryGroups=` in a drop-in, or an ACL). Absolute paths, not `/`, with no `.` or
+    /// `..` component and no white space, control character, `%`, quote or backslash:
+    /// `systemd-unit` refuses to print a unit with another.
+    package var writablePaths: [String]
     /// `TimeoutStopSec=`: how long systemd lets a stop take before it kills the daemon (and, with
     /// `spawnsChildren`, its children). Keep it above the longest stop: the listeners' terminate
     /// budgets added up (they stop one after the other), plus the exit barrier and a margin;
@@ -66,6 +75,7 @@ public struct SystemdUnit: Sendable, Hashable {
         requiresSocketUnit: Bool = false,
         loopbackNetwork: Bool = false,
         credentials: [Credential] = [],
+        writablePaths: [String] = [],
         stopTimeout: Duration = .seconds(60)
     ) {
         self.description = description
@@ -78,6 +88,7 @@ public struct SystemdUnit: Sendable, Hashable {
         self.requiresSocketUnit = requiresSocketUnit
         self.loopbackNetwork = loopbackNetwork
         self.credentials = credentials
+        self.writablePaths = writablePaths
         self.stopTimeout = stopTimeout
     }
 
@@ -230,6 +241,9 @@ extension SystemdUnit {
             "AmbientCapabilities=",
             "NoNewPrivileges=yes",
             "ProtectSystem=strict",
+        ]
+        unit += writablePaths.map { "ReadWritePaths=\($0)" }
+        unit += [
             "ProtectHome=yes",
             "PrivateTmp=yes",
             "PrivateDevices=yes",
@@ -273,6 +287,28 @@ extension SystemdUnit {
     /// refuse or read otherwise), or `nil`.
     package var problem: String? {
         credentials.lazy.compactMap(\.problem).first
+            ?? writablePaths.lazy.compactMap(Self.problem(withWritablePath:)).first
+    }
+
+    /// Why `path` cannot be a `ReadWritePaths=` line as written, or `nil`: not absolute, `/`
+    /// itself (the whole file system writable), a `.` or `..` component or an empty one (`//`),
+    /// or a character systemd would read otherwise (white space or a control character ends
+    /// the path or the line, `%` is a specifier, quotes and backslashes are unquoted).
+    package static func problem(withWritablePath path: String) -> String? {
+        let shown = DisplayText.quoted(path, limit: 64)
+        guard path.hasPrefix("/"), path.utf8.count > 1 else {
+            return "the writable path \(shown) is not an absolute path below / (ReadWritePaths=)"
+        }
+        if path.unicodeScalars.contains(where: {
+            $0.value < 0x21 || $0.value == 0x7F || $0 == "%" || $0 == "\"" || $0 == "'" || $0 == "\\"
+        }) {
+            return "the writable path \(shown) contains white space, a control character, %, a quote or a backslash"
+        }
+        let components = path.dropFirst().split(separator: "/", omittingEmptySubsequences: false)
+        if components.contains(where: { $0.isEmpty || $0 == "." || $0 == ".." }) {
+            return "the writable path \(shown) has an empty, . or .. component: write it as the directory it names"
+        }
+        return path.utf8.count < Int(PATH_MAX) ? nil : "the writable path \(shown) is longer than PATH_MAX"
     }
 
     /// The `.socket` unit that listens on `address` for the daemon `name` and passes the socket

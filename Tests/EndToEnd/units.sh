@@ -92,3 +92,43 @@ check "units: LoadCredential=NAME:PATH with PATH missing fails the start (243/CR
 rm -rf "$root/etc/systemd/system/creds.service" "$root/etc/systemd/system/creds-path-missing.service" \
   "$root/etc/credstore/creds-store" "$root/etc/creds-path"
 in_sandbox systemctl daemon-reload
+
+# What SystemdUnit(writablePaths:) prints ReadWritePaths= for: under the sandbox every printed
+# unit has (vigild's, DynamicUser=yes, ProtectSystem=strict, PrivateUsers=yes, …), a directory
+# the service's user may write (mode 1777 here, so that only the sandbox decides) is read-only
+# without the line and writable with it. The printed unit, turned into a one-shot that writes
+# there, with directories of its own (not vigild's).
+mkdir -p "$root/srv/inbox"
+chmod 1777 "$root/srv/inbox"
+for writable in no yes; do
+  rm -f "$root/srv/inbox/written"
+  edits=(-e 's/^Type=notify$/Type=oneshot/'
+    -e "s|^ExecStart=.*|ExecStart=/bin/sh -c 'echo written > /srv/inbox/written'|"
+    -e '/^ExecReload=/d' -e '/^Restart=/d' -e '/^RestartSec=/d'
+    -e 's/^\(StateDirectory\|RuntimeDirectory\|ConfigurationDirectory\)=vigild$/\1=rwp/')
+  [ "$writable" = yes ] && edits+=(-e '/^ProtectSystem=strict$/a ReadWritePaths=/srv/inbox')
+  in_sandbox vigild systemd-unit | sed "${edits[@]}" > "$root/etc/systemd/system/rwp.service"
+  in_sandbox systemctl daemon-reload
+  if [ "$writable" = yes ]; then
+    check "units: ReadWritePaths=/srv/inbox: the sandboxed service writes there" bash -c "
+      grep -qx 'ReadWritePaths=/srv/inbox' $root/etc/systemd/system/rwp.service &&
+      nsenter -t $pid -a systemctl start rwp.service && [ \"\$(cat $root/srv/inbox/written)\" = written ]"
+  else
+    check "units: without ReadWritePaths=, ProtectSystem=strict keeps /srv/inbox read-only to the service" bash -c "
+      grep -qx 'ProtectSystem=strict' $root/etc/systemd/system/rwp.service &&
+      ! nsenter -t $pid -a systemctl start rwp.service 2>/dev/null && [ ! -e $root/srv/inbox/written ]"
+    check "units: and the service's error says why (Read-only file system)" wait_until 5 bash -c "
+      nsenter -t $pid -a journalctl -u rwp.service --no-pager -o cat | grep -q 'Read-only file system'"
+  fi
+  in_sandbox systemctl reset-failed rwp.service 2>/dev/null || true
+done
+# A writable path that does not exist fails the start (what the declaration's docs say).
+sed -i 's|^ReadWritePaths=/srv/inbox$|ReadWritePaths=/srv/absent|' "$root/etc/systemd/system/rwp.service"
+in_sandbox systemctl daemon-reload
+check "units: a ReadWritePaths= directory that does not exist fails the start (226/NAMESPACE)" bash -c "
+  grep -qx 'ReadWritePaths=/srv/absent' $root/etc/systemd/system/rwp.service &&
+  ! nsenter -t $pid -a systemctl start rwp.service 2>/dev/null &&
+  s=\$(nsenter -t $pid -a systemctl show -P ExecMainStatus rwp.service); echo \"ExecMainStatus=\$s\"; [ \"\$s\" = 226 ]"
+in_sandbox systemctl reset-failed rwp.service 2>/dev/null || true
+rm -rf "$root/etc/systemd/system/rwp.service" "$root/srv/inbox"
+in_sandbox systemctl daemon-reload

@@ -145,6 +145,37 @@ import VigilTesting
         #expect(!Self.service(SystemdUnit()).contains { $0.hasPrefix("IPAddressAllow=") })
     }
 
+    /// A daemon that writes outside its own directories (an inbox it empties) declares them:
+    /// `ProtectSystem=strict` keeps every other path read-only.
+    @Test func declaredWritablePathsFollowProtectSystem() throws {
+        let lines = Self.service(SystemdUnit(writablePaths: ["/srv/inbox", "/var/spool/jobs"]))
+        let strict = try #require(lines.firstIndex(of: "ProtectSystem=strict"))
+        #expect(
+            Array(lines[(strict + 1)...].prefix(2)) == ["ReadWritePaths=/srv/inbox", "ReadWritePaths=/var/spool/jobs"]
+        )
+        #expect(!Self.service(SystemdUnit()).contains { $0.hasPrefix("ReadWritePaths=") })
+        #expect(SystemdUnit(writablePaths: ["/srv/inbox"]).problem == nil)
+    }
+
+    @Test(arguments: [
+        ("srv/inbox", "is not an absolute path below /"),
+        ("/", "is not an absolute path below /"),
+        ("", "is not an absolute path below /"),
+        ("/srv/in box", "contains white space"),
+        ("/srv/inbox\nExecStartPre=/bin/sh", "contains white space"),
+        ("/srv/%n", "contains white space, a control character, %"),
+        ("/srv/\"inbox\"", "a quote or a backslash"),
+        ("/srv/../etc", "has an empty, . or .. component"),
+        ("/srv/./inbox", "has an empty, . or .. component"),
+        ("/srv//inbox", "has an empty, . or .. component"),
+        ("/srv/inbox/", "has an empty, . or .. component"),
+    ])
+    func aWritablePathSystemdWouldReadOtherwiseIsAProblem(path: String, problem: String) throws {
+        let found = try #require(SystemdUnit(writablePaths: ["/srv/ok", path]).problem)
+        #expect(found.contains(problem), "\(found)")
+        #expect(found.hasPrefix("the writable path "))
+    }
+
     @Test func textFromTheDeclarationsCannotAddADirective() {
         let lines = Self.service(SystemdUnit(description: "evil\nExecStartPre=/bin/sh 100%\\"))
         #expect(lines.contains("Description=evil ExecStartPre=/bin/sh 100%%"))
