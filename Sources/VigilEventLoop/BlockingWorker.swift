@@ -233,22 +233,18 @@ package final class BlockingWorker: Sendable {
         return elapsed &- began < spinRunLimit
     }
 
-    /// A call returned in time: its thread waits for the next one, unless ``maximumThreads``
-    /// already wait (many calls at once made a thread each): then it ends, and `false` says so.
-    fileprivate func returned(_ thread: WorkerThread) -> Bool {
+    /// A call returned in time: its thread waits for the next one, unless the call was the
+    /// `last` or ``maximumThreads`` already wait (many calls at once made a thread each): then
+    /// it ends, uncounted here, and `false` says so.
+    fileprivate func returned(_ thread: WorkerThread, last: Bool) -> Bool {
         state.withLock { state in
-            guard state.idle.count < maximumThreads else {
+            guard !last, state.idle.count < maximumThreads else {
                 state.threads -= 1
                 return false
             }
             state.idle.append(thread)
             return true
         }
-    }
-
-    /// A thread that answered the last call ends.
-    fileprivate func ended() {
-        state.withLock { $0.threads -= 1 }
     }
 
     /// A call missed its deadline: its thread is stuck until the call returns.
@@ -403,9 +399,9 @@ private final class Call: @unchecked Sendable {
 
     /// On the thread: the call returned. Returns whether the thread goes on serving calls.
     func finish(thread: WorkerThread, last: Bool) -> Bool {
-        let (ends, ended, continuation, timer, task) = state.withLock { state in
+        let (abandoned, serves, continuation, timer, task) = state.withLock { state in
             guard !state.ended else {
-                return (true, true, nil, nil, nil)
+                return (true, false, nil, nil, nil)
                     as (
                         Bool, Bool, CheckedContinuation<BlockingWorker.Outcome<Void>, Never>?,
                         (id: UInt64, target: TimerTarget)?, Task<Void, Never>?
@@ -416,16 +412,10 @@ private final class Call: @unchecked Sendable {
             if state.continuation == nil { state.early = .finished(()) }
             // Idle again before the caller hears: its next call finds this thread (unless it
             // was the last call, or enough threads wait already: the thread ends).
-            let kept: Bool
-            if last {
-                worker.ended()
-                kept = false
-            } else {
-                kept = worker.returned(thread)
-            }
-            return (!kept, false, state.continuation.take(), state.timer.take(), state.timerTask.take())
+            let serves = worker.returned(thread, last: last)
+            return (false, serves, state.continuation.take(), state.timer.take(), state.timerTask.take())
         }
-        if ended {
+        if abandoned {
             // Abandoned: the caller heard of the deadline and a new thread took this one's place.
             worker.stuckThreadEnded()
             return false
@@ -437,7 +427,7 @@ private final class Call: @unchecked Sendable {
         } else {
             sem_post(arrived)
         }
-        return !ends
+        return serves
     }
 
     /// The deadline passed or the caller was cancelled first: the caller hears `outcome` and

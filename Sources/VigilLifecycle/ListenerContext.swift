@@ -69,13 +69,14 @@ public final class ListenerContext: Sendable {
     }
 
     /// The start of `text` the status line can show: whole characters up to one byte past
-    /// the wire's limit (1 KiB, where the line is cut with an ellipsis), counted as the wire
+    /// the wire's limit (`NotifyMessage.maximumStatusBytes`, where the line is cut with an
+    /// ellipsis), counted as the wire
     /// counts them, so a huge report is neither kept nor copied on every later send, and the
     /// line sent is the same. A line break or tab is one space on the wire (`"\r\n"` and
     /// U+2028 too), and escaping only makes every other character longer, so the kept part is
     /// at least as long on the wire as the limit whenever the whole text is.
     package static func keptForStatus(_ text: String) -> String {
-        let limit = 1025
+        let limit = NotifyMessage.maximumStatusBytes + 1
         guard text.utf8.count > limit else { return text }
         var size = 0
         var end = text.startIndex

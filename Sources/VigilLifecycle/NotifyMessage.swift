@@ -32,6 +32,9 @@ package struct NotifyMessage: Hashable, Sendable, CustomStringConvertible {
     /// The text as given: the notifier makes it safe for its wire (VigilSystemd escapes it and
     /// bounds it to systemd's limit).
     package static func status(_ text: String) -> Self { Self(.status(text)) }
+    /// The most bytes of `STATUS=` text on the wire, after escaping, ellipsis included: the
+    /// notifier cuts there, and `ListenerContext.reportStatus(_:)` keeps no more than it shows.
+    package static let maximumStatusBytes = 1024
     /// `ERRNO=`: the errno-style code of a failure.
     package static func errno(_ code: Int32) -> Self { Self(.errno(code)) }
     /// `EXTEND_TIMEOUT_USEC=`: a slow but healthy step needs this much more time.

@@ -34,9 +34,6 @@ extension NotifyMessage {
     /// Ignoring."), `READY=1` included, and a waiting `systemctl reload` then hangs.
     package static let maximumDatagramBytes = 4096
 
-    /// The most bytes of `STATUS=` text, after escaping, ellipsis included.
-    package static let maximumStatusBytes = 1024
-
     /// The most bytes any one message takes on the wire: `STATUS=` and the bounded text.
     /// Every other message is a few dozen bytes at most.
     package static let maximumMessageBytes = "STATUS=".utf8.count + maximumStatusBytes
