@@ -1,3 +1,5 @@
+import Synchronization
+import VigilPOSIX
 import VigilPlatform
 
 /// A listener's persisted value in the state-store and listener tests: `{"count": N}`.
@@ -6,13 +8,127 @@ package struct Counter: Codable, Equatable, Sendable {
     package init(count: Int) { self.count = count }
 }
 
-/// A new, empty directory under `/tmp` for one test.
-package func temporaryDirectory() -> String {
-    var template = Array("/tmp/vigil-state-XXXXXX".utf8CString)
-    guard let path = mkdtemp(&template) else {
-        preconditionFailure("cannot create a directory under /tmp: \(String(cString: strerror(errno)))")
+/// A new, empty directory for one test, named `prefix-XXXXXX`, in this test process's own
+/// directory under `base` (`/tmp/vigil-tests-PID`, or under `/dev/shm` for a test that wants
+/// tmpfs): every one goes when the process exits (`TestDirectories`), so runs of the suite do not
+/// pile up directories in `/tmp`.
+package func temporaryDirectory(_ prefix: String = "vigil-state", under base: String = "/tmp") -> String {
+    TestDirectories.make(prefix, under: base)
+}
+
+/// The directories `temporaryDirectory` makes, and their removal.
+///
+/// Each test process keeps its directories in one directory of its own per base,
+/// `BASE/vigil-tests-PID`, removed at exit; the first call also removes what earlier processes
+/// left (killed, or crashed) under a pid that is no longer running. Removal never leaves the
+/// file system it starts on and never asks another one anything: a directory that is a mount
+/// point in `/proc/self/mountinfo` (a FUSE mount a failed test left) is kept with what holds
+/// it, and entries are told apart by `readdir`'s type alone, so no `stat` can reach a mount
+/// whose server hangs.
+package enum TestDirectories {
+    private static let parents = Mutex<[String: String]>([:])
+
+    /// A new directory `prefix-XXXXXX` in this process's directory under `base`.
+    package static func make(_ prefix: String, under base: String) -> String {
+        let parent = parents.withLock { parents in
+            if let parent = parents[base] { return parent }
+            if parents.isEmpty { atexit { TestDirectories.removeOwn() } }
+            removeLeftovers(under: base)
+            let parent = base + "/vigil-tests-\(getpid())"
+            guard mkdir(parent, 0o755) == 0 || errno == EEXIST else {
+                preconditionFailure("cannot create \(parent): \(String(cString: strerror(errno)))")
+            }
+            // A test may run a child under another uid that must reach its own directory.
+            chmod(parent, 0o755)
+            parents[base] = parent
+            return parent
+        }
+        var template = Array("\(parent)/\(prefix)-XXXXXX".utf8CString)
+        guard let path = mkdtemp(&template) else {
+            preconditionFailure("cannot create a directory in \(parent): \(String(cString: strerror(errno)))")
+        }
+        return String(cString: path)
     }
-    return String(cString: path)
+
+    /// Removes this process's directories (at exit).
+    private static func removeOwn() {
+        let own = parents.withLock { Array($0.values) }
+        let mounts = mountPoints()
+        for parent in own { removeTree(parent, keeping: mounts) }
+    }
+
+    /// Removes the directories of earlier test processes under `base` whose pid is gone.
+    private static func removeLeftovers(under base: String) {
+        guard let directory = opendir(base) else { return }
+        var names: [String] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            guard name.hasPrefix("vigil-tests-"), let pid = Int32(name.dropFirst("vigil-tests-".count)) else {
+                continue
+            }
+            if pid != getpid(), kill(pid, 0) != 0, errno == ESRCH { names.append(name) }
+        }
+        closedir(directory)
+        guard !names.isEmpty else { return }
+        let mounts = mountPoints()
+        for name in names { removeTree(base + "/" + name, keeping: mounts) }
+    }
+
+    /// The mount points of this process's mount namespace (`/proc/self/mountinfo`'s fifth field,
+    /// with its octal escapes undone).
+    private static func mountPoints() -> Set<String> {
+        var points = Set<String>()
+        for line in (TextFile.read("/proc/self/mountinfo") ?? "").split(separator: "\n") {
+            let fields = line.split(separator: " ")
+            guard fields.count > 4 else { continue }
+            var point = ""
+            var scalars = Array(fields[4].unicodeScalars)[...]
+            while let scalar = scalars.popFirst() {
+                if scalar == "\\", scalars.count >= 3,
+                    let code = UInt8(String(String.UnicodeScalarView(scalars.prefix(3))), radix: 8)
+                {
+                    point.unicodeScalars.append(Unicode.Scalar(code))
+                    scalars = scalars.dropFirst(3)
+                } else {
+                    point.unicodeScalars.append(scalar)
+                }
+            }
+            points.insert(point)
+        }
+        return points
+    }
+
+    /// Removes `path` and what it holds, except a directory in `mounts` and those above it.
+    /// Returns whether `path` is gone.
+    @discardableResult
+    private static func removeTree(_ path: String, keeping mounts: Set<String>) -> Bool {
+        if mounts.contains(path) { return false }
+        // Not followed: a link in a tree is removed, never what it names.
+        let descriptor = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard descriptor >= 0 else { return unlink(path) == 0 || errno == ENOENT }
+        guard let directory = fdopendir(descriptor) else {
+            close(descriptor)
+            return false
+        }
+        var emptied = true
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name == "." || name == ".." { continue }
+            let child = path + "/" + name
+            // A directory by its type, or one whose type the file system does not say.
+            var isDirectory = entry.pointee.d_type == UInt8(DT_DIR)
+            if !isDirectory, unlink(child) != 0 {
+                if errno == EISDIR { isDirectory = true } else if errno != ENOENT { emptied = false }
+            }
+            if isDirectory, !removeTree(child, keeping: mounts) { emptied = false }
+        }
+        closedir(directory)
+        return emptied && (rmdir(path) == 0 || errno == ENOENT)
+    }
 }
 
 /// Replaces the file at `path` with `text`.

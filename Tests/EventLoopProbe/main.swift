@@ -373,23 +373,31 @@ func localFileAfterChroot() {
         _ = consume opened
         return "opened"
     }
-    // Into a mount namespace of its own first (util-linux's unshare, then this scenario again).
-    guard CommandLine.arguments.dropFirst(2).first == "in-namespace" else {
+    // Into a mount namespace of its own first (util-linux's unshare, then this scenario again in
+    // a child): the root's directory is made here and removed once the child, and with it the
+    // namespace and its mounts, is gone.
+    guard CommandLine.arguments.dropFirst(2).first == "in-namespace", CommandLine.arguments.count > 3 else {
+        var template = Array("/tmp/vigil-chroot-XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else {
+            line("setup: errno \(errno)")
+            exit(1)
+        }
+        let root = String(cString: made)
         let arguments = [
-            "unshare", "--mount", "--propagation", "private", CommandLine.arguments[0], "local-file-chroot",
-            "in-namespace",
+            "--mount", "--propagation", "private", CommandLine.arguments[0], "local-file-chroot", "in-namespace", root,
         ]
-        var pointers = arguments.map { strdup($0) } + [nil]
-        execv("/usr/bin/unshare", &pointers)
-        line("exec unshare: errno \(errno)")
-        exit(1)
+        let status: Int32
+        do {
+            let child = try ChildProcess.spawn("/usr/bin/unshare", arguments: arguments)
+            status = try child.wait() == .exited(0) ? 0 : 1
+        } catch {
+            line("unshare: \(error)")
+            status = 1
+        }
+        rmdir(root)
+        exit(status)
     }
-    var template = Array("/tmp/vigil-chroot-XXXXXX".utf8CString)
-    guard let made = mkdtemp(&template) else {
-        line("setup: errno \(errno)")
-        exit(1)
-    }
-    let root = String(cString: made)
+    let root = CommandLine.arguments[3]
     guard mount("tmpfs", root, "tmpfs", 0, "size=64k") == 0, mkdir(root + "/proc", 0o755) == 0,
         mount("proc", root + "/proc", "proc", 0, nil) == 0
     else {
@@ -408,7 +416,6 @@ func localFileAfterChroot() {
         exit(1)
     }
     line("after chroot into procfs: /self/status \(opens("/self/status"))")
-    rmdir(root)
 }
 
 let scenario = CommandLine.arguments.dropFirst().first ?? ""

@@ -12,7 +12,12 @@
 # per snippet and the closing "N passed, M failed"; exits non-zero when the build fails.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-work=${1:-$(mktemp -d /tmp/vigil-snippets.XXXXXX)}
+if [[ -n ${1:-} ]]; then
+  work=$1
+else
+  work=$(mktemp -d /tmp/vigil-snippets.XXXXXX)
+  trap 'rm -rf "$work"' EXIT
+fi
 scratch=${VIGIL_SNIPPETS_SCRATCH:-$work/.build}
 mkdir -p "$work/Sources"
 

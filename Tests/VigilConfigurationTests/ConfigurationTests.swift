@@ -119,8 +119,7 @@ import VigilTesting
 /// (issue 23 item 2).
 @Suite struct ServiceListenerConfigurationTests {
     @Test func thePartGetsEachCommittedConfigurationAndMayRefuseOne() async throws {
-        var template = Array("/tmp/vigil-service-configuration-XXXXXX".utf8CString)
-        let directory = String(cString: try #require(mkdtemp(&template)))
+        let directory = temporaryDirectory("vigil-service-configuration")
         let path = directory + "/part.json"
         TextFile.write(path, #"{ "name": "one" }"#)
         let committed = AsyncRecorder<String>()

@@ -44,8 +44,7 @@ import VigilTesting
     /// `journalctl --update-catalog` compiles it into a root of its own, and lists every id.
     @Test(.enabled(if: access("/bin/journalctl", X_OK) == 0, "needs journalctl (systemd)"))
     func journalctlCompilesIt() async throws {
-        var template = Array("/tmp/vigil-catalog-XXXXXX".utf8CString)
-        let root = String(cString: mkdtemp(&template)!)
+        let root = temporaryDirectory("vigil-catalog")
         let script = """
             set -e
             mkdir -p '\(root)/usr/lib/systemd/catalog' '\(root)/var/lib/systemd/catalog'

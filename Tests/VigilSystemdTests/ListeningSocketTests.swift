@@ -2,6 +2,7 @@ import Testing
 import VigilPOSIX
 import VigilPlatform
 import VigilSystemd
+import VigilTesting
 
 /// Adopt-or-bind without a child process: binding, the checks on an adopted descriptor, the
 /// choice by name, and the parsing of LISTEN_* through an injected environment (never setenv:
@@ -329,10 +330,7 @@ import VigilSystemd
         if accepted >= 0 { close(accepted) }
     }
 
-    static func temporaryDirectory() -> String {
-        var template = Array("/tmp/vigil-socket-XXXXXX".utf8CString)
-        return String(cString: mkdtemp(&template)!)
-    }
+    static func temporaryDirectory() -> String { VigilTesting.temporaryDirectory("vigil-socket") }
 }
 
 /// A blocking client for the socket tests.

@@ -15,8 +15,7 @@ import VigilTesting
         let directory: TrustedDirectory
 
         init() throws {
-            var template = Array("/tmp/vigil-status-XXXXXX".utf8CString)
-            path = String(cString: try #require(mkdtemp(&template)))
+            path = temporaryDirectory("vigil-status")
             directory = try TrustedDirectory.open(path)
         }
 

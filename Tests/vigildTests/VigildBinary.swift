@@ -7,10 +7,7 @@ enum VigildBinary {
     static var path: String { BuiltExecutable.path(of: "vigild") }
 
     /// A fresh directory for one test's files.
-    static func temporaryDirectory() -> String {
-        var template = Array("/tmp/vigild-test-XXXXXX".utf8CString)
-        return String(cString: mkdtemp(&template)!)
-    }
+    static func temporaryDirectory() -> String { VigilTesting.temporaryDirectory("vigild-test") }
 
     /// Starts vigild with a fake notify socket, its state and runtime directories under
     /// `directory` (default: a fresh one); returns once it reported READY=1.
