@@ -11,7 +11,8 @@ package struct Counter: Codable, Equatable, Sendable {
 /// A new, empty directory for one test, named `prefix-XXXXXX`, in this test process's own
 /// directory under `base` (`/tmp/vigil-tests-PID`, or under `/dev/shm` for a test that wants
 /// tmpfs): every one goes when the process exits (`TestDirectories`), so runs of the suite do not
-/// pile up directories in `/tmp`.
+/// pile up directories in `/tmp`. `VIGIL_KEEP_TEST_FILES=1 swift test …` keeps them (later runs
+/// too leave them), for reading the logs a failed test names.
 package func temporaryDirectory(_ prefix: String = "vigil-state", under base: String = "/tmp") -> String {
     TestDirectories.make(prefix, under: base)
 }
@@ -32,7 +33,8 @@ package enum TestDirectories {
     package static func make(_ prefix: String, under base: String) -> String {
         let parent = parents.withLock { parents in
             if let parent = parents[base] { return parent }
-            if parents.isEmpty { atexit { TestDirectories.removeOwn() } }
+            let keep = getenv("VIGIL_KEEP_TEST_FILES") != nil
+            if parents.isEmpty, !keep { atexit { TestDirectories.removeOwn() } }
             removeLeftovers(under: base)
             let parent = base + "/vigil-tests-\(getpid())"
             guard mkdir(parent, 0o755) == 0 || errno == EEXIST else {
@@ -40,6 +42,8 @@ package enum TestDirectories {
             }
             // A test may run a child under another uid that must reach its own directory.
             chmod(parent, 0o755)
+            // Kept for the developer who asked, also from later runs' clean-up.
+            if keep { TextFile.write(parent + "/KEPT", "VIGIL_KEEP_TEST_FILES was set\n") }
             parents[base] = parent
             return parent
         }
@@ -68,7 +72,9 @@ package enum TestDirectories {
             guard name.hasPrefix("vigil-tests-"), let pid = Int32(name.dropFirst("vigil-tests-".count)) else {
                 continue
             }
-            if pid != getpid(), kill(pid, 0) != 0, errno == ESRCH { names.append(name) }
+            if pid != getpid(), kill(pid, 0) != 0, errno == ESRCH, access("\(base)/\(name)/KEPT", F_OK) != 0 {
+                names.append(name)
+            }
         }
         closedir(directory)
         guard !names.isEmpty else { return }
