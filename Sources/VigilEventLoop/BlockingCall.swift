@@ -31,7 +31,9 @@ extension EventLoopExecutor {
     ///     without a lock.
     /// - Returns: what `work` returned.
     /// - Throws: what `work` threw; `CancellationError` when the waiting task was cancelled (the
-    ///   call is abandoned); a ``VigilPOSIX/SystemError`` with `ETIMEDOUT` when no answer came
+    ///   call is abandoned; in a task cancelled before the call, `work` is not run: a part cut
+    ///   short at stop that must still write something calls from a task of its own,
+    ///   `try await Task { try await EventLoopExecutor.runBlocking(…) }.value`); a ``VigilPOSIX/SystemError`` with `ETIMEDOUT` when no answer came
     ///   within `deadline` ("cannot count the files in /srv/data: no answer within 5 s (a hung
     ///   file system?); the call was abandoned on its helper thread"), or with `EAGAIN` when no
     ///   helper thread could take the call (every one is stuck in an earlier call, or none could

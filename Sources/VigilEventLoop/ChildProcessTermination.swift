@@ -8,8 +8,17 @@ extension ChildProcess {
     /// documentation): a pidfd watched by the event loop's epoll, or by a `poll` thread of its
     /// own when `EventLoopExecutor` does not run the process.
     ///
+    /// In a task that was cancelled, every call throws `CancellationError` at once unless the
+    /// child has ended already. To reap a child there (a part cut short at its terminate budget,
+    /// say), signal it and wait in a task of its own, which the cancellation does not reach:
+    ///
+    /// ```swift
+    /// try? job.send(SIGKILL, toProcessGroup: true)
+    /// let ended = try await Task { try await job.termination() }.value
+    /// ```
+    ///
     /// - Throws: `CancellationError` when the task is cancelled first (the child runs on and is
-    ///   not reaped: signal it and call this again); `SystemError` when the child was reaped
+    ///   not reaped: signal it and wait again, as above); `SystemError` when the child was reaped
     ///   already (`ECHILD`), the kernel has no pidfds (`ENOSYS`: Linux before 5.3), or no
     ///   descriptor is left to watch it (`EMFILE`).
     ///

@@ -94,6 +94,25 @@ import VigilTesting
             try child.wait()
         }
     }
+
+    /// In a task that was cancelled (a part cut short at its terminate budget), the wait throws
+    /// at once; the way the documentation gives, a task of its own, reaps the child there. A
+    /// second call in the cancelled task itself left a zombie (a helper's job runner, 2026-11-27).
+    @Test func aCancelledTaskReapsItsChildInATaskOfItsOwn() async throws {
+        let child = try ChildProcess.spawn("/bin/sleep", arguments: ["600"])
+        let (first, reaped) = await Task { () async -> (String, ChildProcess.Termination?) in
+            withUnsafeCurrentTask { $0?.cancel() }
+            let first: String
+            do { first = "returned \(try await child.termination())" } catch { first = "\(error)" }
+            try? child.send(SIGKILL)
+            return (first, try? await Task { try await child.termination() }.value)
+        }.value
+        #expect(first == "CancellationError()")
+        #expect(reaped == .killed(by: SIGKILL))
+        #expect(throws: SystemError(path: "pid \(child.pid)", operation: "wait for", errno: ECHILD)) {
+            try child.wait()
+        }
+    }
 }
 
 /// Runs `action` on a thread of its own after 30 s unless released first: the end of a test
