@@ -15,7 +15,7 @@ extension ServiceListener {
     ///   - name: the listener's name.
     ///   - dependencies: the listeners that start before this one; must include the
     ///     `ConfigurationListener` (`"configuration"`, the default).
-    ///   - budgets: its budgets (see ``ServiceListener/init(name:dependencies:budgets:prepareReload:commitReload:memoryPressure:shutdownHistory:run:)``).
+    ///   - budgets: its budgets (see ``ServiceListener/init(name:dependencies:budgets:prepareReload:commitReload:memoryPressure:userSignal:shutdownHistory:run:)``).
     ///   - configuration: the daemon's configuration type.
     ///   - check: checks a proposed configuration before anything applies it (one the
     ///     configuration listener accepted); return `.reject(reason:)` naming the key for one the
@@ -23,9 +23,10 @@ extension ServiceListener {
     ///   - onCommit: called with the new configuration once every listener accepted the reload
     ///     (after the configuration listener committed it); not called for a rejected reload.
     ///   - memoryPressure: runs on memory pressure (drop a cache); `nil` for nothing.
+    ///   - userSignal: runs on `SIGUSR1` or `SIGUSR2`; `nil` for nothing.
     ///   - shutdownHistory: what knows whether the previous run stopped cleanly (a
     ///     `ShutdownMarker`), for `status`; `nil` for none.
-    ///   - run: the part, as for ``ServiceListener/init(name:dependencies:budgets:prepareReload:commitReload:memoryPressure:shutdownHistory:run:)``.
+    ///   - run: the part, as for ``ServiceListener/init(name:dependencies:budgets:prepareReload:commitReload:memoryPressure:userSignal:shutdownHistory:run:)``.
     public convenience init<Configuration: ValidatedConfiguration>(
         name: String,
         dependencies: [String] = ["configuration"],
@@ -34,6 +35,7 @@ extension ServiceListener {
         check: (@Sendable (Configuration) async throws -> ReloadDecision)? = nil,
         onCommit: @escaping @Sendable (Configuration) async throws -> Void,
         memoryPressure: MemoryPressure? = nil,
+        userSignal: UserSignal? = nil,
         shutdownHistory: (any ShutdownHistory)? = nil,
         run: @escaping @Sendable (ReadySignal) async throws -> Void
     ) {
@@ -53,6 +55,7 @@ extension ServiceListener {
                 }
             },
             memoryPressure: memoryPressure,
+            userSignal: userSignal,
             shutdownHistory: shutdownHistory,
             run: run
         )

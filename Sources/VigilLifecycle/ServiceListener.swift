@@ -100,6 +100,7 @@ public final class ServiceListener: Listener {
     private let prepare: PrepareReload?
     private let commit: CommitReload?
     private let relieve: MemoryPressure?
+    private let signalled: UserSignal?
 
     /// Checks a proposed reload (``Listener/prepareReload(_:context:)``).
     public typealias PrepareReload =
@@ -111,6 +112,9 @@ public final class ServiceListener: Listener {
     /// Frees memory when the daemon hears memory pressure (``Listener/memoryPressure(context:)``),
     /// within the listener's memory-pressure budget.
     public typealias MemoryPressure = @Sendable (ListenerContext) async throws -> Void
+    /// Answers `SIGUSR1` or `SIGUSR2` (``Listener/userSignal(_:context:)``) within the listener's
+    /// user-signal budget: run a job now, report, rotate.
+    public typealias UserSignal = @Sendable (ProcessSignal, ListenerContext) async throws -> Void
 
     /// A listener that runs the `Service` that `makeService` builds.
     ///
@@ -124,6 +128,8 @@ public final class ServiceListener: Listener {
     ///     values from `context.values`, or gets them from this closure); `nil` for a part that
     ///     reads what it needs from `context.values` when it needs it.
     ///   - memoryPressure: runs on memory pressure (drop a cache); `nil` for nothing.
+    ///   - userSignal: runs on `SIGUSR1` or `SIGUSR2` (after the listeners it depends on heard
+    ///     it); `nil` for nothing.
     ///   - shutdownHistory: what knows whether the previous run stopped cleanly (a
     ///     `ShutdownMarker`), for `status`; `nil` for none.
     ///   - makeService: builds the service at start and wires its readiness callback to the
@@ -135,6 +141,7 @@ public final class ServiceListener: Listener {
         prepareReload: PrepareReload? = nil,
         commitReload: CommitReload? = nil,
         memoryPressure: MemoryPressure? = nil,
+        userSignal: UserSignal? = nil,
         shutdownHistory: (any ShutdownHistory)? = nil,
         service makeService: @escaping @Sendable (ReadySignal) async throws -> Part
     ) {
@@ -144,6 +151,7 @@ public final class ServiceListener: Listener {
         self.prepare = prepareReload
         self.commit = commitReload
         self.relieve = memoryPressure
+        self.signalled = userSignal
         self.shutdownHistory = shutdownHistory
         self.makeService = { ready in try await makeService(ready) }
     }
@@ -158,6 +166,8 @@ public final class ServiceListener: Listener {
     ///   - prepareReload: checks a proposed reload; `nil` accepts every one.
     ///   - commitReload: applies a committed reload to the running part; `nil` for none.
     ///   - memoryPressure: runs on memory pressure (drop a cache); `nil` for nothing.
+    ///   - userSignal: runs on `SIGUSR1` or `SIGUSR2` (after the listeners it depends on heard
+    ///     it); `nil` for nothing.
     ///   - shutdownHistory: what knows whether the previous run stopped cleanly (a
     ///     `ShutdownMarker`), for `status`; `nil` for none.
     ///   - run: the part: it calls its ``ReadySignal`` once ready, then works until graceful
@@ -169,6 +179,7 @@ public final class ServiceListener: Listener {
         prepareReload: PrepareReload? = nil,
         commitReload: CommitReload? = nil,
         memoryPressure: MemoryPressure? = nil,
+        userSignal: UserSignal? = nil,
         shutdownHistory: (any ShutdownHistory)? = nil,
         run: @escaping @Sendable (ReadySignal) async throws -> Void
     ) {
@@ -179,6 +190,7 @@ public final class ServiceListener: Listener {
             prepareReload: prepareReload,
             commitReload: commitReload,
             memoryPressure: memoryPressure,
+            userSignal: userSignal,
             shutdownHistory: shutdownHistory,
             service: { ready in ClosureService { try await run(ready) } }
         )
@@ -274,6 +286,10 @@ public final class ServiceListener: Listener {
 
     public func memoryPressure(context: ListenerContext) async throws {
         try await relieve?(context)
+    }
+
+    public func userSignal(_ signal: ProcessSignal, context: ListenerContext) async throws {
+        try await signalled?(signal, context)
     }
 
     public func terminate(reason: TerminationReason, context: ListenerContext) async throws {

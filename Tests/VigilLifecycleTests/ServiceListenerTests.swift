@@ -355,6 +355,36 @@ struct BindFailed: Error, CustomStringConvertible {
         try await running.value
     }
 
+    /// A part hears `SIGUSR1`/`SIGUSR2` through its own closure, within its user-signal budget
+    /// (a helper's job runner needed a second listener and a wake-up of its own for "run now").
+    @Test func thePartHearsAUserSignalWithoutASecondListener() async throws {
+        let log = AsyncRecorder<String>()
+        let part = ServiceListener(
+            name: "part",
+            userSignal: { signal, context in
+                log.append("part.userSignal \(signal) \(context.budgets(for: "part").userSignal)")
+            },
+            run: { ready in
+                ready()
+                try? await gracefulShutdown()
+            }
+        )
+        let group = try makeGroup([part], log: log)
+        let running = Task { try await group.run() }
+        try await log.wait { $0.contains("notify ready") }
+        group.requestUserSignal(.sigusr1)
+        try await log.wait { $0.contains { $0.hasPrefix("part.userSignal SIGUSR1") } }
+        group.requestUserSignal(.sigusr2)
+        try await log.wait { $0.contains { $0.hasPrefix("part.userSignal SIGUSR2") } }
+        group.requestTermination(.requested("test"))
+        try await running.value
+        #expect(
+            log.values.filter { $0.hasPrefix("part.userSignal") } == [
+                "part.userSignal SIGUSR1 10.0 seconds", "part.userSignal SIGUSR2 10.0 seconds",
+            ]
+        )
+    }
+
     @Test func thePartIsHandedItsStopDeadlineBeforeGracefulShutdown() async throws {
         let log = AsyncRecorder<String>()
         let handed = Mutex<ContinuousClock.Instant?>(nil)
