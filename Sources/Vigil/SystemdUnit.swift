@@ -44,6 +44,12 @@ public struct SystemdUnit: Sendable, Hashable {
     /// network with `RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6` and
     /// `IPAddressAllow=localhost` beside `IPAddressDeny=any`.
     package var loopbackNetwork: Bool
+    /// The daemon connects to other hosts (a database, an API, jobs that fetch over the network):
+    /// the host's network with `RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6` and no
+    /// `IPAddressDeny=` (which drops every packet to another host); it takes the place of
+    /// `loopbackNetwork`. Without it (and without `loopbackNetwork`) the daemon runs with
+    /// `PrivateNetwork=yes`: only a loopback of its own, no route anywhere.
+    package var outboundNetwork: Bool
     /// The credentials the daemon reads with `Credentials` (VigilSystemd): one
     /// `LoadCredential=`, `LoadCredentialEncrypted=` or `SetCredential=` line each, in order.
     package var credentials: [Credential]
@@ -74,6 +80,7 @@ public struct SystemdUnit: Sendable, Hashable {
         socketName: String? = nil,
         requiresSocketUnit: Bool = false,
         loopbackNetwork: Bool = false,
+        outboundNetwork: Bool = false,
         credentials: [Credential] = [],
         writablePaths: [String] = [],
         stopTimeout: Duration = .seconds(60)
@@ -87,6 +94,7 @@ public struct SystemdUnit: Sendable, Hashable {
         self.socketName = socketName
         self.requiresSocketUnit = requiresSocketUnit
         self.loopbackNetwork = loopbackNetwork
+        self.outboundNetwork = outboundNetwork
         self.credentials = credentials
         self.writablePaths = writablePaths
         self.stopTimeout = stopTimeout
@@ -248,7 +256,8 @@ extension SystemdUnit {
             "PrivateTmp=yes",
             "PrivateDevices=yes",
         ]
-        if !loopbackNetwork { unit.append("PrivateNetwork=yes") }
+        let inet = loopbackNetwork || outboundNetwork
+        if !inet { unit.append("PrivateNetwork=yes") }
         unit += [
             "PrivateUsers=yes",
             "PrivateIPC=yes",
@@ -260,7 +269,7 @@ extension SystemdUnit {
             "ProtectControlGroups=yes",
             "ProtectProc=invisible",
             "ProcSubset=pid",
-            loopbackNetwork ? "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6" : "RestrictAddressFamilies=AF_UNIX",
+            inet ? "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6" : "RestrictAddressFamilies=AF_UNIX",
             "RestrictNamespaces=yes",
             "RestrictRealtime=yes",
             "RestrictSUIDSGID=yes",
@@ -268,9 +277,9 @@ extension SystemdUnit {
             "MemoryDenyWriteExecute=yes",
             "RemoveIPC=yes",
             "DevicePolicy=closed",
-            "IPAddressDeny=any",
         ]
-        if loopbackNetwork { unit.append("IPAddressAllow=localhost") }
+        if !outboundNetwork { unit.append("IPAddressDeny=any") }
+        if loopbackNetwork, !outboundNetwork { unit.append("IPAddressAllow=localhost") }
         unit += [
             "SystemCallArchitectures=native",
             "SystemCallFilter=@system-service",

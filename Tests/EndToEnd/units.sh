@@ -132,3 +132,52 @@ check "units: a ReadWritePaths= directory that does not exist fails the start (2
 in_sandbox systemctl reset-failed rwp.service 2>/dev/null || true
 rm -rf "$root/etc/systemd/system/rwp.service" "$root/srv/inbox"
 in_sandbox systemctl daemon-reload
+
+# What SystemdUnit(outboundNetwork:) changes, the three lines its unit test pins (no
+# PrivateNetwork=yes, no IPAddressDeny=any, AF_INET and AF_INET6 allowed): vigild's printed unit,
+# turned into a one-shot that connects to a TCP server on another address of the container's
+# network (a veth pair in the container's namespace: this kernel has no dummy links), reaches it
+# only with them. loopbackNetwork's lines do not reach it.
+nsenter -t "$pid" -n ip link add vigil-out type veth peer name vigil-peer
+nsenter -t "$pid" -n ip addr add 10.213.0.1/24 dev vigil-out
+nsenter -t "$pid" -n ip link set vigil-peer up
+nsenter -t "$pid" -n ip link set vigil-out up
+nsenter -t "$pid" -n timeout 120 python3 -c '
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("10.213.0.1", 7300)); s.listen()
+while True:
+    c, _ = s.accept(); c.sendall(b"reached\n"); c.close()' &
+outbound_server=$!
+wait_until 5 nsenter -t "$pid" -n python3 -c 'import socket; socket.create_connection(("10.213.0.1", 7300), timeout=1)'
+for network in sealed loopback outbound; do
+  edits=(-e 's/^Type=notify$/Type=oneshot/'
+    -e "s|^ExecStart=.*|ExecStart=/usr/bin/python3 -c 'import socket; print(socket.create_connection((\"10.213.0.1\", 7300), timeout=2).makefile().readline().strip())'|"
+    -e '/^ExecReload=/d' -e '/^Restart=/d' -e '/^RestartSec=/d'
+    -e 's/^\(StateDirectory\|RuntimeDirectory\|ConfigurationDirectory\)=vigild$/\1=outbound/')
+  case $network in
+    loopback) edits+=(-e '/^PrivateNetwork=yes$/d' -e 's/^RestrictAddressFamilies=AF_UNIX$/& AF_INET AF_INET6/'
+      -e '/^IPAddressDeny=any$/a IPAddressAllow=localhost') ;;
+    outbound) edits+=(-e '/^PrivateNetwork=yes$/d' -e 's/^RestrictAddressFamilies=AF_UNIX$/& AF_INET AF_INET6/'
+      -e '/^IPAddressDeny=any$/d') ;;
+  esac
+  in_sandbox vigild systemd-unit | sed "${edits[@]}" > "$root/etc/systemd/system/outbound.service"
+  in_sandbox systemctl daemon-reload
+  if [ "$network" = outbound ]; then
+    check "units: outboundNetwork's lines: the sandboxed service reaches another host's address" bash -c "
+      ! grep -q '^PrivateNetwork=\|^IPAddressDeny=' $root/etc/systemd/system/outbound.service &&
+      { nsenter -t $pid -a systemctl start outbound.service ||
+        { nsenter -t $pid -a journalctl -u outbound.service --no-pager -o cat | tail -n 5; false; }; }"
+    check "units: and it read the server's answer" wait_until 5 bash -c "
+      nsenter -t $pid -a journalctl -u outbound.service --no-pager -o cat | grep -qx reached"
+  else
+    check "units: $network network lines: the sandboxed service cannot reach another host's address" bash -c "
+      grep -q '^IPAddressDeny=any' $root/etc/systemd/system/outbound.service &&
+      ! nsenter -t $pid -a systemctl start outbound.service 2>/dev/null"
+  fi
+  in_sandbox systemctl reset-failed outbound.service 2>/dev/null || true
+done
+kill "$outbound_server" 2>/dev/null; wait "$outbound_server" 2>/dev/null || true
+nsenter -t "$pid" -n ip link del vigil-out
+rm -f "$root/etc/systemd/system/outbound.service"
+in_sandbox systemctl daemon-reload

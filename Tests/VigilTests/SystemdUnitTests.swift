@@ -145,6 +145,23 @@ import VigilTesting
         #expect(!Self.service(SystemdUnit()).contains { $0.hasPrefix("IPAddressAllow=") })
     }
 
+    /// A daemon that connects to other hosts (a helper's job runner, 2026-11-27, had no way to
+    /// say so): the host's network, IP families, and no address filter; without it, none.
+    @Test func anOutboundNetworkTradesThePrivateNetworkForTheHostsWithoutAnAddressFilter() {
+        for lines in [
+            Self.service(SystemdUnit(outboundNetwork: true)),
+            Self.service(SystemdUnit(loopbackNetwork: true, outboundNetwork: true)),
+        ] {
+            #expect(!lines.contains("PrivateNetwork=yes"))
+            #expect(lines.contains("RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6"))
+            #expect(!lines.contains { $0.hasPrefix("IPAddressDeny=") || $0.hasPrefix("IPAddressAllow=") })
+        }
+        let sealed = Self.service(SystemdUnit())
+        #expect(sealed.contains("PrivateNetwork=yes"))
+        #expect(sealed.contains("IPAddressDeny=any"))
+        #expect(sealed.contains("RestrictAddressFamilies=AF_UNIX"))
+    }
+
     /// A daemon that writes outside its own directories (an inbox it empties) declares them:
     /// `ProtectSystem=strict` keeps every other path read-only.
     @Test func declaredWritablePathsFollowProtectSystem() throws {
