@@ -222,6 +222,10 @@ public struct Daemon: Sendable {
                 ]
             )
             return error
+        } catch let error as ListenerGroupError where error.code == .startFailed && error.listener != nil {
+            // The lifecycle logger wrote it already, as the start-failed entry with its
+            // MESSAGE_ID: a second line would say the same.
+            return error
         } catch {
             logger.critical("\(error)")
             return error

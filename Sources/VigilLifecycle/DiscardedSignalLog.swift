@@ -45,7 +45,7 @@ final class DiscardedSignalLog: Sendable {
                 "Discarded \(signal): nothing in this daemon owns it. Unowned real-time signals are taken and "
                 + "dropped, so that they do not stay queued against RLIMIT_SIGPENDING; more are "
                 + "counted and reported at most once a minute (\(EventLoopExecutor.discardedSignals) so far)."
-            logger.warning("\(text)", metadata: ["vigil-signal": "\(signal)"])
+            logger.warning("\(text)", metadata: ["VIGIL_SIGNAL": "\(signal)"])
         }
         if let scheduleIn {
             // Unstructured: the line must come after the burst ends, whichever task is running;
@@ -71,6 +71,6 @@ final class DiscardedSignalLog: Sendable {
             "Discarded \(count) more unowned signal\(count == 1 ? "" : "s") in the last minute"
             + (last.map { " (the last \($0))" } ?? "")
             + "; \(EventLoopExecutor.discardedSignals) since the start."
-        logger.warning("\(text)", metadata: ["vigil-signals-discarded": "\(count)"])
+        logger.warning("\(text)", metadata: ["VIGIL_SIGNALS_DISCARDED": "\(count)"])
     }
 }

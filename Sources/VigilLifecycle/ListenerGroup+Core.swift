@@ -100,7 +100,7 @@ extension ListenerGroup {
             } catch {
                 logger.error(
                     "Could not notify the service manager: \(error). It may consider the daemon hung.",
-                    metadata: ["vigil-notify": "\(messages.map(\.description).joined(separator: ", "))"]
+                    metadata: ["VIGIL_NOTIFY": "\(messages.map(\.description).joined(separator: ", "))"]
                 )
             }
         }

@@ -284,7 +284,7 @@ package final class ListenerGroup: Service {
         } catch {
             core.send(phase: "Failed to start: \(error)", alone: true) { [$0, .errno(error.errno)] }
             core.finish()
-            throw ListenerGroupError(.startFailed, "Start-up failed: \(error).")
+            throw ListenerGroupError(.startFailed, sentence("Start-up failed: \(error)"))
         }
         defer { owner?.release() }
         try await withTaskCancellationOrGracefulShutdownHandler {
@@ -482,7 +482,7 @@ package final class ListenerGroup: Service {
         core.finish()
         throw ListenerGroupError(
             .startFailed,
-            "Start-up failed: '\(failure.step)' \(failure.reason).",
+            sentence("Start-up failed: '\(failure.step)' \(failure.reason)"),
             listener: failure.step
         )
     }
@@ -498,7 +498,7 @@ package final class ListenerGroup: Service {
         let event = event()
         configuration.logger.error(
             "Listener '\(listener)' failed during \(event): \(reason)",
-            metadata: ["vigil-listener": "\(listener)", "vigil-event": "\(event)"]
+            metadata: ["VIGIL_LISTENER": "\(listener)", "VIGIL_EVENT": "\(event)"]
         )
         core.observe(.listenerFailed(listener: listener, event: event, reason: reason))
         return reason
@@ -598,7 +598,7 @@ package final class ListenerGroup: Service {
             failures.append(listener.name, reason)
             configuration.logger.warning(
                 "Listener '\(listener.name)' failed its health check: \(reason)",
-                metadata: ["vigil-listener": "\(listener.name)"]
+                metadata: ["VIGIL_LISTENER": "\(listener.name)"]
             )
             return true
         }

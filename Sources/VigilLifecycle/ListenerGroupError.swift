@@ -50,3 +50,13 @@ package struct ListenerGroupError: Error, Hashable, CustomStringConvertible {
         )
     }
 }
+
+/// `text` ended as a sentence, for a message that goes on after a reason it did not write: a full
+/// stop after it, unless it ends with one already, or with a question or an exclamation mark (a
+/// reason that asks `did you mean "interval"?`).
+package func sentence(_ text: String) -> String {
+    switch text.last {
+    case ".", "?", "!": text
+    default: text + "."
+    }
+}

@@ -50,7 +50,7 @@ package struct LifecycleLogger: LifecycleObserver {
         case .reloadRejected(let rejection, let generation, let duration):
             log(
                 .error,
-                "Reload rejected by \(rejection.listener): \(rejection.reason). Still running generation \(generation).",
+                "Reload rejected by \(rejection.listener): \(sentence(rejection.reason)) Still running generation \(generation).",
                 .reloadRejected,
                 record.event.description,
                 [
