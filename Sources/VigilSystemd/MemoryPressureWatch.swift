@@ -119,14 +119,15 @@ package final class MemoryPressureWatch: Sendable {
         }
         // A PSI file lives in procfs or cgroupfs, as systemd's sd-event also demands: any other
         // regular file (a typo, /etc/passwd) would have its first bytes overwritten by the trigger.
-        if kind == .pressureFile && !Self.isPressureFileSystem(descriptor) {
+        // And it is the memory one: procfs and cgroupfs hold files a write changes the system
+        // with (/proc/sysrq-trigger, /proc/sys/…, cgroup.procs), whatever the variable names.
+        if kind == .pressureFile, let problem = Self.notAMemoryPressureFile(descriptor) {
             close(descriptor)
             throw SystemError(
                 path: shown,
                 operation: "watch",
                 errno: EINVAL,
-                detail: "it is a regular file outside /proc and the cgroup file system, not a PSI file; "
-                    + "it was left untouched"
+                detail: problem + "; it was left untouched"
             )
         }
         if !bytes.isEmpty, let failed = FileSystem.writeAll(bytes, to: descriptor) {
@@ -197,12 +198,24 @@ package final class MemoryPressureWatch: Sendable {
         String(decoding: bytes.prefix { $0 != 0 }.prefix(80), as: UTF8.self)
     }
 
-    /// True when `descriptor` is on procfs (`/proc/pressure/memory`) or cgroupfs (a cgroup's
-    /// `memory.pressure`), the only homes of PSI files.
-    private static func isPressureFileSystem(_ descriptor: Int32) -> Bool {
+    /// Why the open `descriptor` is not a memory PSI file, or `nil` when it is: procfs's
+    /// `/proc/pressure/memory`, or a `memory.pressure` on cgroupfs (a cgroup's), by the path the
+    /// kernel gives for the descriptor (a link in the variable is followed to what was opened).
+    private static func notAMemoryPressureFile(_ descriptor: Int32) -> String? {
         let type = cvigil_file_system_type(descriptor)
         // PROC_SUPER_MAGIC, CGROUP2_SUPER_MAGIC (linux/magic.h).
-        return type == 0x9fa0 || type == 0x6367_7270
+        guard type == 0x9fa0 || type == 0x6367_7270 else {
+            return "it is a regular file outside /proc and the cgroup file system, not a PSI file"
+        }
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let count = readlink("/proc/self/fd/\(descriptor)", &buffer, buffer.count - 1)
+        let opened = count > 0 ? String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
+        if type == 0x9fa0 ? opened == "/proc/pressure/memory" : opened.hasSuffix("/memory.pressure") {
+            return nil
+        }
+        let shown = StderrLogHandler.escaped(String(opened.prefix(200)))
+        return "it is \(shown.isEmpty ? "a file" : shown) on \(type == 0x9fa0 ? "procfs" : "the cgroup file system"), "
+            + "not /proc/pressure/memory or a cgroup's memory.pressure"
     }
 
     /// A non-blocking `AF_UNIX` stream socket connected to `path`; -1 with `errno` on failure.

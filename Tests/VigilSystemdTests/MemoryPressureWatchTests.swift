@@ -53,6 +53,25 @@ import VigilTesting
         #expect(MemoryPressureWatch.text(Self.trigger) == "some 200000 2000000")
     }
 
+    /// A file of procfs that is not the memory PSI file is refused before anything is written to
+    /// it: /proc/sysrq-trigger or /proc/sys/… would change the system (an attacker's
+    /// environment); /proc/self/comm, harmless, shows the trigger was not written (a helper's
+    /// finding, 2026-11-27: any regular file on procfs or cgroupfs was taken).
+    @Test func aProcFileThatIsNotTheMemoryPressureFileIsRefusedAndLeftUntouched() throws {
+        let path = "/proc/self/comm"
+        let before = readFile(path)
+        let refused = try #require(throws: (any Error).self) {
+            try MemoryPressureWatch(watch: path, write: Self.triggerBase64) {}
+        }
+        #expect(
+            "\(refused)".contains("on procfs, not /proc/pressure/memory or a cgroup's memory.pressure"),
+            "\(refused)"
+        )
+        #expect("\(refused)".contains("it was left untouched"), "\(refused)")
+        #expect(readFile(path) == before)
+        #expect(before != nil)
+    }
+
     /// A stream socket: connected, the trigger written to it, each message a report; the peer
     /// closing ends the watch (no report for it).
     @Test func aSocketIsConnectedToAndItsMessagesReported() async throws {
