@@ -203,13 +203,19 @@ package enum DaemonInvocation: Equatable, Sendable {
             )
         }
         // Signals that cannot reload: the daemon's stop signals (a reload on one would take its
-        // stop away, so that `systemctl stop` waits for SIGKILL), and those whose default
-        // action ends or stops a process that does not handle them (`reload --signal` with one
-        // would do that to the daemon). The same for both options, so that a daemon started
-        // with a reload signal can always be reloaded by `reload --signal` with it.
+        // stop away, so that `systemctl stop` waits for SIGKILL), those whose default action
+        // ends or stops a process that does not handle them (`reload --signal` with one would do
+        // that to the daemon), and those the kernel or a terminal raises by itself (a reload
+        // nobody asked for: with SIGPIPE, a log reader that went away made every log line a
+        // reload, which logged a line, for ever). The same for both options, so that a daemon
+        // started with a reload signal can always be reloaded by `reload --signal` with it.
         let refused: [ProcessSignal: String] = [
             .sigterm: "stops the daemon", .sigint: "stops the daemon", .sigquit: "makes a process dump core",
             .sigalrm: "ends a process", ProcessSignal(rawValue: SIGTSTP): "stops a process",
+            ProcessSignal(rawValue: SIGPIPE): "is raised by the kernel on a write to a closed pipe or socket",
+            ProcessSignal(rawValue: SIGCHLD): "is raised by the kernel whenever a child process ends",
+            ProcessSignal(rawValue: SIGCONT): "is raised by the kernel whenever a stopped process resumes",
+            ProcessSignal(rawValue: SIGWINCH): "is raised by a terminal whenever it is resized",
         ]
         if let what = refused[signal] {
             throw UsageError(

@@ -144,6 +144,16 @@ import VigilTesting
         (["run", "--reload-signal", "32"], "--reload-signal: '32' is not a signal name"),
         (["run", "--reload-signal", "SIGTERM"], "--reload-signal: SIGTERM stops the daemon; it cannot be the reload"),
         (["run", "--reload-signal", "SIGTSTP"], "--reload-signal: SIGTSTP stops a process; it cannot be the reload"),
+        (
+            ["run", "--reload-signal", "SIGPIPE"],
+            "--reload-signal: SIGPIPE is raised by the kernel on a write to a closed"
+        ),
+        (
+            ["run", "--reload-signal", "CHLD"],
+            "--reload-signal: SIGCHLD is raised by the kernel whenever a child process"
+        ),
+        (["reload", "--signal", "SIGCONT"], "--signal: SIGCONT is raised by the kernel whenever a stopped process"),
+        (["reload", "--signal", "WINCH"], "--signal: SIGWINCH is raised by a terminal whenever it is resized"),
     ])
     func aBadValueIsAUsageErrorNamingTheOptionAndTheValue(arguments: [String], message: String) async {
         let outcome = await Self.execute(arguments)
