@@ -464,6 +464,18 @@ import VigilTesting
         #expect(text == "{" + expected.joined(separator: ",") + "}")
     }
 
+    /// What a terminal would act on is escaped, not only what JSON requires: DEL, C1 (CSI
+    /// U+009B), U+2028 and the bidirectional override; other text (é, 日本, an emoji, right-to-left
+    /// letters) stays as it is, and the output reads back to the same string (a value planted in
+    /// a status file came out of `status --json` raw: a helper's finding).
+    @Test func whatATerminalWouldActOnIsEscapedAndReadsBack() throws {
+        let text = "a\u{7f}b\u{9b}31mc\u{2028}d\u{202e}e\u{2066}f é日本😀 שלום \"\\\n"
+        let written = JSONWriter.write(JSONValue(.string(text)), pretty: false)
+        #expect(written == #""a\u007fb\u009b31mc\u2028d\u202ee\u2066f é日本😀 שלום \"\\\n""#)
+        #expect(try JSONParser.parse(Array(written.utf8)).kind == .string(text))
+        #expect(JSONWriter.write(JSONValue(.string("plain é 日本")), pretty: false) == "\"plain é 日本\"")
+    }
+
     /// The state file's reader refuses a key beyond the stream-safe limit, so the encoder never
     /// writes one: a file it wrote always reads back.
     @Test func keysTheReaderWouldRefuseAreNotEncoded() {

@@ -265,32 +265,42 @@ package enum JSONWriter {
         }
     }
 
-    /// `text` as a JSON string: the quote, the backslash and C0 controls escaped, every other
-    /// byte of its UTF-8 as it is (so valid UTF-8 stays valid).
+    /// `text` as a JSON string. Control characters are escaped, and so are those `DisplayText`
+    /// calls control that JSON would pass raw (DEL, C1, U+2028/U+2029, the bidirectional
+    /// embeddings, overrides and isolates): `status --json` on a terminal shows a value planted in
+    /// a status file as `\u009b`, never runs it.
     private static func quote(_ text: String, into output: inout [UInt8]) {
         output.append(UInt8(ascii: "\""))
         // Most text needs no escape: copied at once (a byte at a time was most of a status write).
+        // Every character to escape starts with one of these bytes: C0, the quote, the backslash,
+        // DEL, 0xC2 (C1: U+0080–U+009F) and 0xE2 (U+2028/9 and the bidirectional controls).
         var text = text
         let clean = text.withUTF8 { bytes in
-            guard !bytes.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") })
+            guard
+                !bytes.contains(where: {
+                    $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") || $0 == 0x7F || $0 == 0xC2
+                        || $0 == 0xE2
+                })
             else { return false }
             output.append(contentsOf: bytes)
             return true
         }
         if !clean {
-            for byte in text.utf8 {
-                switch byte {
-                case UInt8(ascii: "\""): output += "\\\"".utf8
-                case UInt8(ascii: "\\"): output += "\\\\".utf8
-                case UInt8(ascii: "\n"): output += "\\n".utf8
-                case UInt8(ascii: "\r"): output += "\\r".utf8
-                case UInt8(ascii: "\t"): output += "\\t".utf8
-                case 0..<0x20:
-                    let low = byte & 0xF
-                    output += "\\u00".utf8
-                    output.append(UInt8(ascii: "0") + (byte >> 4))
-                    output.append(low < 10 ? UInt8(ascii: "0") + low : UInt8(ascii: "a") + low - 10)
-                default: output.append(byte)
+            for scalar in text.unicodeScalars {
+                switch scalar {
+                case "\"": output += "\\\"".utf8
+                case "\\": output += "\\\\".utf8
+                case "\n": output += "\\n".utf8
+                case "\r": output += "\\r".utf8
+                case "\t": output += "\\t".utf8
+                case _ where DisplayText.isControl(scalar):
+                    // Every one is in the Basic Multilingual Plane: four hex digits.
+                    output += "\\u".utf8
+                    for shift in stride(from: 12, through: 0, by: -4) {
+                        let digit = UInt8((scalar.value >> UInt32(shift)) & 0xF)
+                        output.append(digit < 10 ? UInt8(ascii: "0") + digit : UInt8(ascii: "a") + digit - 10)
+                    }
+                default: output += String(scalar).utf8
                 }
             }
         }
