@@ -78,6 +78,24 @@ public final class RuntimeStatusWriter: LifecycleObserver {
     /// The status as last written (or as it would be).
     package var current: RuntimeStatus { state.withLock { $0.status } }
 
+    /// The most of a rejection's reason the file keeps: `reload` and `status` read at most
+    /// 256 KiB of it, and a listener's reason (or a file's megabyte-long key) must not make the
+    /// file unreadable to them until the next good reload.
+    static let maximumReasonBytes = 4096
+
+    /// `reason`, cut on a character boundary to ``maximumReasonBytes`` with how long it was.
+    static func shortened(_ reason: String) -> String {
+        guard reason.utf8.count > maximumReasonBytes else { return reason }
+        var kept = Substring("")
+        var bytes = 0
+        for character in reason {
+            bytes += character.utf8.count
+            if bytes > maximumReasonBytes { break }
+            kept.append(character)
+        }
+        return kept + "… (\(reason.utf8.count) bytes)"
+    }
+
     /// Records a lifecycle event in the status and rewrites the file: `deferral` later after
     /// a reload (or an event that changes none of the library's keys), else at once.
     public func observe(_ record: LifecycleRecord) {
@@ -97,7 +115,7 @@ public final class RuntimeStatusWriter: LifecycleObserver {
                 state.status.generation = generation
                 state.status.lastReload = .init(
                     result: "rejected",
-                    reason: rejection.description,
+                    reason: Self.shortened(rejection.description),
                     beganMonotonicUsec: Self.began(duration)
                 )
             case .stopping: state.status.state = "stopping"

@@ -59,7 +59,7 @@ package struct ConfigurationLoader<Configuration: ValidatedConfiguration>: Senda
         } catch let failure as JSONValueDecoder.Failure {
             throw ConfigurationError(
                 file: file,
-                keyPath: failure.path.joined(separator: "."),
+                keyPath: JSONValueDecoder.shown(failure.path),
                 line: failure.position.line,
                 column: failure.position.column,
                 reason: failure.message

@@ -97,6 +97,23 @@ import VigilTesting
         }
     }
 
+    /// A megabyte-long unknown key, at the top or inside an object, gives a short error: the key
+    /// cut to 64 characters where it is the key path, quoted with its length where the reason
+    /// names it. (Before, the error held the key twice: 2 MB from `check-config`, and a reload
+    /// rejection that made status.json too large for `reload` and `status` to read.)
+    @Test func aHugeUnknownKeyGivesAShortError() {
+        let key = String(repeating: "k", count: 1_000_000)
+        for (text, path) in [
+            ("{ \"\(key)\": 1 }", String(repeating: "k", count: 64) + "…"),
+            ("{ \"server\": { \"\(key)\": 1 } }", "server." + String(repeating: "k", count: 64) + "…"),
+        ] {
+            let error = #expect(throws: ConfigurationError.self) { try load(text) }
+            #expect(error?.keyPath == path)
+            #expect((error?.description.utf8.count ?? .max) < 400, "\(error?.description.utf8.count ?? 0) bytes")
+            #expect(error?.reason.contains("\"… (1000000 bytes)") == true, "\(error?.reason.prefix(200) ?? "")")
+        }
+    }
+
     @Test func unreadableFilesSayWhy() throws {
         let error = #expect(throws: ConfigurationError.self) {
             try ConfigurationLoader<SampleConfiguration>().load(path: "/nonexistent/sample.json")

@@ -109,6 +109,25 @@ import VigilTesting
         #expect(writer.pendingWrite == nil)
     }
 
+    /// A rejection's reason is kept to 4 KiB: a listener's megabyte-long reason made the file
+    /// larger than `reload` and `status` read (256 KiB), so both failed until the next good
+    /// reload (a helper's attack, with a long key in the configuration).
+    @Test func aHugeRejectionReasonIsCutSoTheFileStaysReadable() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let writer = RuntimeStatusWriter(deferral: .milliseconds(1))
+        writer.use(scratch.directory)
+        let reason = String(repeating: "é", count: 500_000)
+        writer.observe(
+            .reloadRejected(.init(listener: "configuration", reason: reason), generation: 1, duration: .zero)
+        )
+        await writer.pendingWrite?.value
+        let kept = try #require(scratch.status?.lastReload?.reason)
+        #expect(kept.hasPrefix("configuration: éé"))
+        #expect(kept.hasSuffix("… (1000015 bytes)"))
+        #expect(kept.utf8.count <= 4096 + "… (1000015 bytes)".utf8.count)
+    }
+
     /// Before: a failed write was dropped without a word, and `reload` then reported no answer
     /// for a reload that was applied. Now the first failure is an error entry, and the recovery
     /// a notice.

@@ -1,3 +1,5 @@
+import VigilPOSIX
+
 /// Decodes a `Decodable` type from a ``JSONValue``, knowing where every value stood in its
 /// file, and which keys the type never asked for (unknown keys: usually typos).
 package enum JSONValueDecoder {
@@ -18,8 +20,15 @@ package enum JSONValueDecoder {
         /// for logs; without a line when the value was not parsed from text.
         package var description: String {
             let location = position.line > 0 ? "line \(position.line), column \(position.column): " : ""
-            return location + (path.isEmpty ? "" : path.joined(separator: ".") + ": ") + message
+            return location + (path.isEmpty ? "" : JSONValueDecoder.shown(path) + ": ") + message
         }
+    }
+
+    /// `path` as a message shows it, `heartbeat.interval`: each key cut to its first 64
+    /// characters and `…`, so that a megabyte-long key in a file gives a short error (and a
+    /// short reload rejection in `status.json`, which `reload` and `status` must read).
+    package static func shown(_ path: [String]) -> String {
+        path.lazy.map { $0.count > 64 ? $0.prefix(64) + "…" : $0 }.joined(separator: ".")
     }
 
     /// Decodes `type` from `value`.
@@ -129,8 +138,8 @@ package enum JSONValueDecoder {
                     let known: Set<String>? = record.keys.count > 16 ? Set(record.keys) : nil
                     for member in members where !(known?.contains(member.key) ?? record.contains(member.key)) {
                         let known = known ?? Set(record.keys)
-                        let location = path.isEmpty ? "at the top level" : "in \"\(path.joined(separator: "."))\""
-                        var message = "unknown key \"\(member.key)\" \(location)"
+                        let location = path.isEmpty ? "at the top level" : "in \"\(JSONValueDecoder.shown(path))\""
+                        var message = "unknown key \(DisplayText.quoted(member.key)) \(location)"
                         if let suggestion = Self.closest(to: member.key, in: known) {
                             message += "; did you mean \"\(suggestion)\"?"
                         } else if !known.isEmpty {
