@@ -11,7 +11,11 @@ import VigilPlatform
 ///
 /// Only `flock`'s own entry for the lock file's device and inode counts, for a regular file
 /// with one link owned by the directory's owner: a process can hold a lock only on a file it
-/// opened, and the directory's writer cannot make another user's process open its file.
+/// opened, and the directory's writer cannot make another user's process open its file. And the
+/// pid must hold a descriptor on the locked file now (`/proc/PID/fdinfo` shows the lock): the pid
+/// in `/proc/locks` is the one that took the lock, which may have ended while a child that
+/// inherited the descriptor keeps the lock, and its pid may since name another process (a
+/// helper's attack made `sudo vigild reload` signal a root process so).
 package enum InstanceLockHolder {
     /// Whether `pid` holds the lock at `path`.
     package static func holds(_ pid: Int32, lock path: String, owner: uid_t) -> Bool {
@@ -34,11 +38,35 @@ package enum InstanceLockHolder {
         else { return [] }
         // /proc/locks is small and procfs does not hang; bounded all the same.
         guard let bytes = try? FileSystem.read("/proc/locks", limit: 1 << 20) else { return [] }
-        return holders(
-            in: String(decoding: bytes, as: UTF8.self),
-            device: UInt64(file.st_dev),
-            inode: UInt64(file.st_ino)
-        )
+        let (device, inode) = (UInt64(file.st_dev), UInt64(file.st_ino))
+        return holders(in: String(decoding: bytes, as: UTF8.self), device: device, inode: inode).filter { pid in
+            pid <= 0 || holdsDescriptor(pid, device: device, inode: inode)
+        }
+    }
+
+    /// Whether a descriptor of `pid` is on the file description that holds the `flock` on
+    /// `device`, `inode`: its `/proc/PID/fdinfo/N` shows the lock (`lock:\t1: FLOCK …`). At most
+    /// 65 536 descriptors are read; a process whose fdinfo this one may not read holds none.
+    package static func holdsDescriptor(_ pid: Int32, device: UInt64, inode: UInt64) -> Bool {
+        let directory = "/proc/\(pid)/fdinfo"
+        guard let entries = opendir(directory) else { return false }
+        defer { closedir(entries) }
+        var read = 0
+        while read < 65_536, let entry = readdir(entries) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            guard name.first?.isNumber == true else { continue }
+            read += 1
+            guard let bytes = try? FileSystem.read(directory + "/" + name, limit: 1 << 16) else { continue }
+            let locks = String(decoding: bytes, as: UTF8.self).split(separator: "\n").compactMap { line in
+                line.hasPrefix("lock:") ? line.dropFirst("lock:".count).drop { $0 == "\t" || $0 == " " } : nil
+            }
+            if !locks.isEmpty, !holders(in: locks.joined(separator: "\n"), device: device, inode: inode).isEmpty {
+                return true
+            }
+        }
+        return false
     }
 
     /// The pids in `/proc/locks` text `text` of the `flock` entries on `device`, `inode`.
