@@ -543,8 +543,10 @@ package final class HeldLocks: Sendable {
         var held = [try runtimeDirectory.lockInstance()]
         if let state {
             try FileSystem.makeDirectories(state)
-            held.append(try InstanceLock.acquire(inDirectoryAt: state, held: held[0]))
+            // Checked before the lock file is made in it: nothing is written in a directory
+            // that is not the daemon's.
             try StateStore.checkOwnership(of: state)
+            held.append(try InstanceLock.acquire(inDirectoryAt: state, held: held[0]))
         }
         locks.withLock { $0 = held }
         return runtimeDirectory

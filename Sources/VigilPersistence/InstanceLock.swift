@@ -85,7 +85,7 @@ package final class InstanceLock: Sendable {
     }
 
     /// Takes the lock in the directory at `path` (a symbolic link to it is followed: the state
-    /// directory's owner rule is ``StateStore/checkOwnership(of:)``'s, checked after).
+    /// directory's owner rule is ``StateStore/checkOwnership(of:)``'s, checked before).
     ///
     /// - Parameter held: a lock this process holds already; when the directory's lock file is
     ///   that one (the same directory by another name), it is returned as it is.

@@ -62,15 +62,27 @@ public final class StateStore: Sendable {
     private let writer = Mutex(0)
 
     /// The state directory must be the daemon's: owned by it or root, and not writable by
-    /// others, or another local user could plant state or a directory at the temporary name
-    /// (every checkpoint, and so the stop, would fail). A symbolic link to it is fine
-    /// (`DynamicUser=` makes `/var/lib/<name>` one); what it leads to is checked.
+    /// group or others, or another local user could plant state or a directory at the temporary
+    /// name (every checkpoint, and so the stop, would fail). A symbolic link to it is fine when
+    /// root or the daemon's user made it (`DynamicUser=` makes `/var/lib/<name>` one); what it
+    /// leads to is checked. A link another user made is refused: that user chooses where it
+    /// leads (a helper's attack in a 1777 directory moved another program's state.json aside).
     package static func checkOwnership(of directory: String) throws(SystemError) {
+        let caller = geteuid()
+        var link = stat()
+        if lstat(directory, &link) == 0, link.st_mode & S_IFMT == S_IFLNK, link.st_uid != caller, link.st_uid != 0 {
+            throw SystemError(
+                path: directory,
+                operation: "use as the state directory",
+                errno: ELOOP,
+                detail: "it is a symbolic link made by uid \(link.st_uid), not by this process (uid \(caller)) or "
+                    + "root, so that user chooses where it leads; give the directory itself"
+            )
+        }
         var info = stat()
         guard stat(directory, &info) == 0 else {
             throw SystemError(path: directory, operation: "check the state directory", errno: errno)
         }
-        let caller = geteuid()
         if info.st_uid != caller && info.st_uid != 0 {
             throw SystemError(
                 path: directory,
@@ -79,12 +91,13 @@ public final class StateStore: Sendable {
                 detail: "it is owned by uid \(info.st_uid), not by this process (uid \(caller)) or root"
             )
         }
-        if info.st_mode & S_IWOTH != 0 {
+        if info.st_mode & (S_IWOTH | S_IWGRP) != 0 {
+            let who = info.st_mode & S_IWOTH != 0 ? "anyone" : "its group (gid \(info.st_gid))"
             throw SystemError(
                 path: directory,
                 operation: "use as the state directory",
                 errno: EPERM,
-                detail: "anyone may write in it (mode \(String(info.st_mode & 0o7777, radix: 8))); chmod o-w it"
+                detail: "\(who) may write in it (mode \(String(info.st_mode & 0o7777, radix: 8))); chmod go-w it"
             )
         }
     }

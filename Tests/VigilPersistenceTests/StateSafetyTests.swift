@@ -21,9 +21,14 @@ private func validCount(_ counter: Counter) throws(InvalidValue) {
         chmod(directory, 0o777)
         let error = #expect(throws: SystemError.self) { try StateStore.checkOwnership(of: directory) }
         #expect(
-            error?.description.contains("anyone may write in it (mode 777); chmod o-w it") == true,
+            error?.description.contains("anyone may write in it (mode 777); chmod go-w it") == true,
             "\(String(describing: error))"
         )
+        // Group-writable: a group member could plant state.json as well (a helper's attack).
+        chmod(directory, 0o770)
+        let group = #expect(throws: SystemError.self) { try StateStore.checkOwnership(of: directory) }
+        #expect(group?.description.contains("its group (gid ") == true, "\(String(describing: group))")
+        #expect(group?.description.contains("may write in it (mode 770); chmod go-w it") == true)
         chmod(directory, 0o700)
         #expect(throws: Never.self) { try StateStore.checkOwnership(of: directory) }
         if geteuid() == 0 {
@@ -33,6 +38,21 @@ private func validCount(_ counter: Counter) throws(InvalidValue) {
                 foreign?.description.contains("it is owned by uid 65534, not by this process (uid 0) or root") == true
             )
             chown(directory, 0, 0)
+            // A link another user made, in a directory anyone may write: refused, whatever it
+            // leads to (here the caller's own good directory); the caller's own link is followed.
+            let shared = temporaryDirectory("vigil-shared")
+            chmod(shared, 0o1777)
+            let planted = shared + "/state"
+            symlink(directory, planted)
+            lchown(planted, 65_534, 65_534)
+            let linked = #expect(throws: SystemError.self) { try StateStore.checkOwnership(of: planted) }
+            #expect(
+                linked?.description.contains("it is a symbolic link made by uid 65534, not by this process (uid 0)")
+                    == true,
+                "\(String(describing: linked))"
+            )
+            lchown(planted, 0, 0)
+            #expect(throws: Never.self) { try StateStore.checkOwnership(of: planted) }
         }
     }
 
