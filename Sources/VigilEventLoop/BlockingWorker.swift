@@ -87,10 +87,14 @@ package final class BlockingWorker: Sendable {
     ///   - last: the daemon's last call (the final checkpoint): the thread ends once it has
     ///     answered, while it is awake, instead of sleeping until the process's exit wakes it
     ///     (the exit waits for every thread). A later call starts a new thread.
+    ///   - cancellable: `false` waits for the answer (within `deadline`) even when the calling
+    ///     task is cancelled meanwhile: the final checkpoint, which a second stop request cuts
+    ///     short but whose few milliseconds decide whether the stop was clean.
     package func run<Value: Sendable>(
         deadline: Duration,
         waitInPlace: Duration = BlockingWorker.defaultWaitInPlace,
         last: Bool = false,
+        cancellable: Bool = true,
         _ work: @escaping @Sendable () -> Value
     ) async -> Outcome<Value> {
         // The value travels in a slot of its own: what waits for the thread is not generic, so
@@ -98,7 +102,13 @@ package final class BlockingWorker: Sendable {
         // modules, each look-up of `Call<Value>`'s types was a hash-table search: ~200 of them
         // in a stop's final checkpoint, a quarter of the stop's instructions).
         let slot = ResultSlot<Value>()
-        switch await run(deadline: deadline, waitInPlace: waitInPlace, last: last, { slot.value = work() }) {
+        switch await run(
+            deadline: deadline,
+            waitInPlace: waitInPlace,
+            last: last,
+            cancellable: cancellable,
+            { slot.value = work() }
+        ) {
         case .finished:
             guard let value = slot.value else { preconditionFailure("a call finished without its value") }
             return .finished(value)
@@ -108,11 +118,12 @@ package final class BlockingWorker: Sendable {
         }
     }
 
-    /// ``run(deadline:waitInPlace:last:_:)`` for a call that keeps its own result.
+    /// ``run(deadline:waitInPlace:last:cancellable:_:)`` for a call that keeps its own result.
     private func run(
         deadline: Duration,
         waitInPlace: Duration,
         last: Bool,
+        cancellable: Bool,
         _ work: @escaping @Sendable () -> Void
     ) async -> Outcome<Void> {
         let thread: WorkerThread
@@ -131,6 +142,11 @@ package final class BlockingWorker: Sendable {
         let began = MonotonicClock.nanoseconds()
         if let outcome = call.waitEarly(for: min(waitInPlace, deadline)) { return outcome }
         let left = deadline - .nanoseconds(Int64(MonotonicClock.nanoseconds() &- began))
+        guard cancellable else {
+            return await withCheckedContinuation { (continuation: CheckedContinuation<Outcome<Void>, Never>) in
+                call.begin(continuation, deadline: left)
+            }
+        }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Outcome<Void>, Never>) in
                 call.begin(continuation, deadline: left)

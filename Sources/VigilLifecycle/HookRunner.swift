@@ -77,6 +77,8 @@ private final class HookWalk<Step: Sendable, Value: Sendable>: Sendable {
         var taskEnded = false
         /// The mediator went on while the task still ran: counted in ``AbandonedHooks``.
         var leftRunning = false
+        /// How the hook cut short by a second stop request ended after all, if it did.
+        var lateOutcome: HookOutcome<Value>?
     }
 
     let hooks: HookSequence<Step, Value>
@@ -116,7 +118,10 @@ private final class HookWalk<Step: Sendable, Value: Sendable>: Sendable {
             }
             let next = index + 1
             let (abandoned, watched) = state.withLock { state -> (Bool, Bool) in
-                guard state.end == nil else { return (true, false) }
+                guard state.end == nil else {
+                    if case .abandoned(index, .interrupted)? = state.end { state.lateOutcome = outcome }
+                    return (true, false)
+                }
                 state.current = next
                 guard state.began != nil else { return (false, false) }
                 state.began = clock.now
@@ -142,6 +147,9 @@ private final class HookWalk<Step: Sendable, Value: Sendable>: Sendable {
 
     /// The end, when the walk already ended (it never suspended, or it ended meanwhile).
     var end: End? { state.withLock { $0.end } }
+
+    /// How the hook cut short by a second stop request ended after all, once it did.
+    var lateOutcome: HookOutcome<Value>? { state.withLock { $0.lateOutcome } }
 
     /// The mediator goes on without this walk's task: counted in `abandoned` until it returns.
     func leave(counting abandoned: AbandonedHooks) {
@@ -321,13 +329,16 @@ extension ListenerGroup.Core {
             switch end {
             case .finished(let stoppedAt)?:
                 return stoppedAt
-            case .abandoned(let index, let outcome)?:
+            case .abandoned(let index, var outcome)?:
                 task.cancel()
                 if case .interrupted = outcome {
                     // Cut short by a second stop request: the hook hears the cancellation now and
                     // gets a moment to end what it started (a part killing its child processes)
-                    // before the mediator goes on and the daemon exits.
+                    // before the mediator goes on and the daemon exits. A hook that then returns
+                    // did all it had to (a final checkpoint written in that moment): no failure.
+                    // One that throws was cut short, whatever it says.
                     await awaitEnd(of: task, within: min(hooks.budget(hooks.steps[index]), Self.interruptionGrace))
+                    if let late = walk.lateOutcome, late.returned { outcome = late }
                 }
                 // Still running (it ignores cancellation): counted until it returns.
                 walk.leave(counting: abandoned)

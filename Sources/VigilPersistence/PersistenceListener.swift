@@ -101,9 +101,15 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
         deadline: Duration,
         waitInPlace: Duration = BlockingWorker.defaultWaitInPlace,
         last: Bool = false,
+        cancellable: Bool = true,
         then: (@Sendable () throws -> Void)? = nil
     ) async throws {
-        let outcome = await BlockingWorker.shared.run(deadline: deadline, waitInPlace: waitInPlace, last: last) {
+        let outcome = await BlockingWorker.shared.run(
+            deadline: deadline,
+            waitInPlace: waitInPlace,
+            last: last,
+            cancellable: cancellable
+        ) {
             Result { () throws in
                 try store.checkpoint(force: force)
                 try then?()
@@ -215,7 +221,11 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
                 // ~0.1 ms); past that it suspends, so the budget and a second stop request work.
                 waitInPlace: .milliseconds(2),
                 // The daemon's file work ends here: the helper thread ends with it, while awake.
-                last: true
+                last: true,
+                // A second stop request cancels this hook; the checkpoint's few milliseconds go
+                // on (within the deadline, and the mediator's second of grace), so a stop that
+                // wrote everything says so: it read "cut short" with the file written.
+                cancellable: false
             ) { [marker] in
                 guard stillRunning == 0 else { return }
                 do { try marker.end() } catch { throw MarkerNotRemoved(cause: error) }

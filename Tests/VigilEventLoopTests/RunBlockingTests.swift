@@ -116,6 +116,30 @@ import VigilTesting
         try await poll(until: "the stuck threads end") { BlockingWorker.daemonCalls.stuckThreads == 0 }
     }
 
+    /// A call made with `cancellable: false` is waited for when its task is cancelled
+    /// meanwhile (the final checkpoint under a second stop request); a cancellable one is not.
+    @Test func aCallThatIsNotCancellableIsWaitedForThroughACancellation() async throws {
+        let hung = try HungCall()
+        let worker = BlockingWorker(maximumThreads: 4)
+        let (kept, dropped) = (
+            Task { await worker.run(deadline: .seconds(30), cancellable: false, hung.call) },
+            Task { await worker.run(deadline: .seconds(30), hung.call) }
+        )
+        try await poll(until: "both calls run") { worker.threadCount == 2 }
+        kept.cancel()
+        dropped.cancel()
+        guard case .cancelled = await dropped.value else {
+            Issue.record("the cancellable call was not given up")
+            return
+        }
+        #expect(hung.release(2))
+        guard case .finished(let answer) = await kept.value else {
+            Issue.record("the call that is not cancellable was given up")
+            return
+        }
+        #expect(answer == 1)
+    }
+
     /// Many calls at once get a thread each; once they have returned, four stay idle for the next
     /// calls and the others end (a daemon that once ran 12 calls at once keeps no 12 threads).
     /// A worker of the test's own: a `Daemon` stopping in another suite retires the idle threads
