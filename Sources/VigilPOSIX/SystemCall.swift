@@ -124,6 +124,16 @@ package enum SystemCall {
         return nil
     }
 
+    /// One `write(2)` of as much of `bytes` as the descriptor takes now, `EINTR` retried; the
+    /// count written, or -1 with `errno` (`EAGAIN` from a full non-blocking descriptor).
+    package static func write(
+        _ bytes: UnsafeRawBufferPointer,
+        to descriptor: Int32,
+        _ subject: @autoclosure () -> Subject = .unspecified
+    ) -> Int {
+        retrying(.write, subject().with(descriptor)) { cWrite(descriptor, bytes.baseAddress, bytes.count) }
+    }
+
     /// ``writeAll(_:to:_:)`` for the UTF-8 of `text`.
     @discardableResult
     package static func writeAll(_ text: String, to descriptor: Int32) -> Int32? {

@@ -1,4 +1,5 @@
 import Logging
+import Synchronization
 import VigilPOSIX
 import VigilPlatform
 
@@ -51,7 +52,22 @@ package struct StderrLogHandler: LevelControlledLogHandler {
             time: nil
         )
         line.bytes.append(UInt8(ascii: "\n"))
-        Self.writeToStandardError(line.bytes)
+        let format = format
+        let label = label
+        StandardError.write(line.bytes) { dropped in
+            var notice = EscapedLine()
+            notice.entry(
+                format: format,
+                label: label,
+                level: .warning,
+                message: StandardError.droppedNotice(dropped),
+                metadata: [:],
+                error: nil,
+                time: nil
+            )
+            notice.bytes.append(UInt8(ascii: "\n"))
+            return notice.bytes
+        }
     }
 
     /// Writes `line` to stderr in one `write(2)` where possible, so lines from several threads
@@ -62,7 +78,7 @@ package struct StderrLogHandler: LevelControlledLogHandler {
 
     /// Writes `bytes` as ``writeToStandardError(_:)-(String)`` does.
     static func writeToStandardError(_ bytes: [UInt8]) {
-        _ = bytes.withUnsafeBytes { SystemCall.writeAll($0, to: 2) }
+        StandardError.write(bytes) { Array((StandardError.droppedNotice($0) + "\n").utf8) }
     }
 
     /// `text` with every control character spelled out (`\n`, `\r`, `\t`, `\x1B`, `\u{85}`)
@@ -297,5 +313,92 @@ struct EscapedLine {
         case .error: "\u{1B}[31m"
         case .critical: "\u{1B}[1;31m"
         }
+    }
+}
+
+/// Standard error as the log handlers write it, without blocking the daemon's thread.
+///
+/// A pipe, a FIFO, a socket or a terminal blocks a write once it is full: a reader that stopped
+/// reading, a log pipe that stalled, a terminal paused with Ctrl-S. A blocking write there held
+/// the event loop, and with it every answer: a reload and a stop waited for the reader (a
+/// helper's attack). So to one of those a line is written only when `poll` says descriptor 2
+/// takes it now (a pipe has room for 4 KiB at least then: a longer line may still wait for
+/// the rest); else it is dropped and counted, and the next line that goes through follows a
+/// warning with the count (``DroppingLineWriter``). Descriptor 2 itself is written, as it is at
+/// each line (a daemon may point it elsewhere), and never made non-blocking, which would change
+/// it for every process that shares it, a shell among them. A regular file or `/dev/null` never
+/// fills: written without the check (a hung file system aside). What kind descriptor 2 is, is
+/// read at the first line.
+package enum StandardError {
+    private struct State {
+        /// Whether descriptor 2 can fill (a pipe, FIFO, socket or terminal); `nil` until the
+        /// first line.
+        var canFill: Bool?
+        var writer = DroppingLineWriter()
+    }
+
+    private static let state = Mutex(State())
+
+    /// The warning that follows lines dropped.
+    package static func droppedNotice(_ count: Int) -> String {
+        "\(count) log line\(count == 1 ? " was" : "s were") dropped: standard error could not take "
+            + "\(count == 1 ? "it" : "them") (its reader stopped reading, or the terminal is paused)"
+    }
+
+    /// Writes `bytes` (whole lines); when lines were dropped before, first the line `notice`
+    /// makes from their count.
+    package static func write(_ bytes: [UInt8], notice: (Int) -> [UInt8]) {
+        state.withLock { state in
+            let canFill = state.canFill ?? resolve(&state)
+            state.writer.write(bytes, to: 2, checkingFirst: canFill, notice: notice)
+        }
+    }
+
+    /// Whether descriptor 2 is one that can fill: a pipe, a FIFO, a socket or a terminal.
+    private static func resolve(_ state: inout State) -> Bool {
+        var info = stat()
+        let canFill: Bool
+        if fstat(2, &info) != 0 {
+            canFill = false
+        } else {
+            switch info.st_mode & S_IFMT {
+            case S_IFIFO, S_IFSOCK: canFill = true
+            case S_IFCHR: canFill = isatty(2) == 1
+            default: canFill = false
+            }
+        }
+        state.canFill = canFill
+        return canFill
+    }
+}
+
+/// Lines to a descriptor that can fill: written only when `poll` says it takes them now, else
+/// dropped and counted, and the next write that goes through begins with a notice of the count.
+package struct DroppingLineWriter: Sendable {
+    /// Lines dropped since the last write that went through.
+    package private(set) var dropped = 0
+
+    package init() {}
+
+    /// Writes `bytes` (whole lines) to `descriptor` after the line `notice` makes from the count
+    /// of lines dropped before, if any; with `checkingFirst`, only when `poll` says it is
+    /// writable now (an error or a hang-up lets the write say what it is).
+    package mutating func write(
+        _ bytes: [UInt8],
+        to descriptor: Int32,
+        checkingFirst: Bool,
+        notice: (Int) -> [UInt8]
+    ) {
+        if checkingFirst {
+            var entry = pollfd(fd: descriptor, events: Int16(POLLOUT), revents: 0)
+            if SystemCall.poll(&entry, 1, timeout: 0) == 0 {
+                dropped += bytes.reduce(0) { $0 + ($1 == UInt8(ascii: "\n") ? 1 : 0) }
+                return
+            }
+        }
+        // Most writes have nothing before them: the line goes as it is, without a copy.
+        let out = dropped > 0 ? notice(dropped) + bytes : bytes
+        dropped = 0
+        _ = out.withUnsafeBytes { SystemCall.writeAll($0, to: descriptor) }
     }
 }
