@@ -543,10 +543,12 @@ package final class HeldLocks: Sendable {
         var held = [try runtimeDirectory.lockInstance()]
         if let state {
             try FileSystem.makeDirectories(state)
-            // Checked before the lock file is made in it: nothing is written in a directory
-            // that is not the daemon's.
-            try StateStore.checkOwnership(of: state)
+            // A link another user made and a mode others may write with are refused before the
+            // lock file is made in it; the owner after, so that a second daemon on a running
+            // one's directory hears the pid that runs there.
+            try StateStore.checkOwnership(of: state, checkingOwner: false)
             held.append(try InstanceLock.acquire(inDirectoryAt: state, held: held[0]))
+            try StateStore.checkOwnership(of: state)
         }
         locks.withLock { $0 = held }
         return runtimeDirectory

@@ -67,7 +67,11 @@ public final class StateStore: Sendable {
     /// root or the daemon's user made it (`DynamicUser=` makes `/var/lib/<name>` one); what it
     /// leads to is checked. A link another user made is refused: that user chooses where it
     /// leads (a helper's attack in a 1777 directory moved another program's state.json aside).
-    package static func checkOwnership(of directory: String) throws(SystemError) {
+    ///
+    /// - Parameter checkingOwner: `false` checks the link and the mode only: what can be known
+    ///   before the instance lock is taken, so that a second daemon on a running one's directory
+    ///   (owned by its `DynamicUser=`) hears whose it is, not whom the directory belongs to.
+    package static func checkOwnership(of directory: String, checkingOwner: Bool = true) throws(SystemError) {
         let caller = geteuid()
         var link = stat()
         if lstat(directory, &link) == 0, link.st_mode & S_IFMT == S_IFLNK, link.st_uid != caller, link.st_uid != 0 {
@@ -83,7 +87,7 @@ public final class StateStore: Sendable {
         guard stat(directory, &info) == 0 else {
             throw SystemError(path: directory, operation: "check the state directory", errno: errno)
         }
-        if info.st_uid != caller && info.st_uid != 0 {
+        if checkingOwner && info.st_uid != caller && info.st_uid != 0 {
             throw SystemError(
                 path: directory,
                 operation: "use as the state directory",
