@@ -134,6 +134,17 @@ package enum SystemCall {
         retrying(.write, subject().with(descriptor)) { cWrite(descriptor, bytes.baseAddress, bytes.count) }
     }
 
+    /// One `send(2)` of as much of `bytes` as the socket takes now, `EINTR` retried; the count
+    /// sent, or -1 with `errno`.
+    package static func send(
+        _ bytes: UnsafeRawBufferPointer,
+        on descriptor: Int32,
+        flags: Int32,
+        _ subject: @autoclosure () -> Subject = .unspecified
+    ) -> Int {
+        retrying(.write, subject().with(descriptor)) { cSend(descriptor, bytes.baseAddress, bytes.count, flags) }
+    }
+
     /// ``writeAll(_:to:_:)`` for the UTF-8 of `text`.
     @discardableResult
     package static func writeAll(_ text: String, to descriptor: Int32) -> Int32? {
@@ -334,6 +345,9 @@ private func cRead(_ descriptor: Int32, _ buffer: UnsafeMutableRawPointer?, _ co
 }
 private func cWrite(_ descriptor: Int32, _ buffer: UnsafeRawPointer?, _ count: Int) -> Int {
     write(descriptor, buffer, count)
+}
+private func cSend(_ descriptor: Int32, _ buffer: UnsafeRawPointer?, _ count: Int, _ flags: Int32) -> Int {
+    send(descriptor, buffer, count, flags)
 }
 private func cFsync(_ descriptor: Int32) -> Int32 { fsync(descriptor) }
 private func cPoll(_ entries: UnsafeMutablePointer<pollfd>, _ count: nfds_t, _ timeout: Int32) -> Int32 {

@@ -319,21 +319,20 @@ struct EscapedLine {
 /// Standard error as the log handlers write it, without blocking the daemon's thread.
 ///
 /// A pipe, a FIFO, a socket or a terminal blocks a write once it is full: a reader that stopped
-/// reading, a log pipe that stalled, a terminal paused with Ctrl-S. A blocking write there held
-/// the event loop, and with it every answer: a reload and a stop waited for the reader (a
-/// helper's attack). So to one of those a line is written only when `poll` says descriptor 2
-/// takes it now (a pipe has room for 4 KiB at least then: a longer line may still wait for
-/// the rest); else it is dropped and counted, and the next line that goes through follows a
-/// warning with the count (``DroppingLineWriter``). Descriptor 2 itself is written, as it is at
-/// each line (a daemon may point it elsewhere), and never made non-blocking, which would change
-/// it for every process that shares it, a shell among them. A regular file or `/dev/null` never
-/// fills: written without the check (a hung file system aside). What kind descriptor 2 is, is
-/// read at the first line.
+/// reading, a log pipe that stalled, a terminal paused with Ctrl-S or whose ssh session hangs.
+/// A blocking write there held the event loop, and with it every answer: a reload and a stop
+/// waited for the reader (a helper's attack). So lines to one of those go through a descriptor
+/// that never blocks: for a pipe, FIFO or terminal a description of our own, opened anew through
+/// `/proc/self/fd/2` with `O_NONBLOCK` (setting it on descriptor 2 itself would change it for
+/// every process that shares it, a shell among them); for a socket, `send` with `MSG_DONTWAIT`.
+/// A line it cannot take now is dropped and counted (``DroppingLineWriter``). A regular file or
+/// `/dev/null` never fills: written to descriptor 2 as before (a hung file system aside). What
+/// descriptor 2 is, is read at the first line: a daemon that points it elsewhere later keeps
+/// writing where it pointed then, when that was a pipe, FIFO, socket or terminal.
 package enum StandardError {
     private struct State {
-        /// Whether descriptor 2 can fill (a pipe, FIFO, socket or terminal); `nil` until the
-        /// first line.
-        var canFill: Bool?
+        /// Where lines go and how; `nil` until the first line.
+        var target: DroppingLineWriter.Target?
         var writer = DroppingLineWriter()
     }
 
@@ -349,56 +348,132 @@ package enum StandardError {
     /// makes from their count.
     package static func write(_ bytes: [UInt8], notice: (Int) -> [UInt8]) {
         state.withLock { state in
-            let canFill = state.canFill ?? resolve(&state)
-            state.writer.write(bytes, to: 2, checkingFirst: canFill, notice: notice)
+            let target = state.target ?? resolve(&state)
+            if case .blocking(let descriptor) = target {
+                _ = bytes.withUnsafeBytes { SystemCall.writeAll($0, to: descriptor) }
+            } else {
+                state.writer.write(bytes, to: target, notice: notice)
+            }
         }
     }
 
-    /// Whether descriptor 2 is one that can fill: a pipe, a FIFO, a socket or a terminal.
-    private static func resolve(_ state: inout State) -> Bool {
+    /// Decides where lines go, once.
+    private static func resolve(_ state: inout State) -> DroppingLineWriter.Target {
         var info = stat()
-        let canFill: Bool
-        if fstat(2, &info) != 0 {
-            canFill = false
-        } else {
+        var target = DroppingLineWriter.Target.blocking(2)
+        if fstat(2, &info) == 0 {
             switch info.st_mode & S_IFMT {
-            case S_IFIFO, S_IFSOCK: canFill = true
-            case S_IFCHR: canFill = isatty(2) == 1
-            default: canFill = false
+            case S_IFSOCK: target = .socket(2)
+            case S_IFIFO,
+                S_IFCHR where info.st_mode & S_IFMT == S_IFIFO || isatty(2) == 1:
+                let own = SystemCall.open("/proc/self/fd/2", O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
+                var opened = stat()
+                // The same pipe or terminal, or nothing: else lines go to descriptor 2 as before.
+                if own >= 0, fstat(own, &opened) == 0, opened.st_dev == info.st_dev, opened.st_ino == info.st_ino,
+                    opened.st_rdev == info.st_rdev
+                {
+                    target = .nonBlocking(own)
+                } else if own >= 0 {
+                    SystemCall.close(own)
+                }
+            default: break
             }
         }
-        state.canFill = canFill
-        return canFill
+        state.target = target
+        return target
     }
 }
 
-/// Lines to a descriptor that can fill: written only when `poll` says it takes them now, else
-/// dropped and counted, and the next write that goes through begins with a notice of the count.
+/// Lines to a descriptor that never blocks: what it cannot take now is dropped and counted, and
+/// the next line that goes through follows a notice of the count, written on its own. A line is
+/// cut to 4 KiB (`PIPE_BUF`, what a pipe takes whole or not at all) with a mark of what was cut;
+/// a line cut short by a partial write (a terminal, a socket) counts as dropped, and the next
+/// write ends it with a line break first, so lines stay lines.
 package struct DroppingLineWriter: Sendable {
-    /// Lines dropped since the last write that went through.
+    /// Where lines go.
+    package enum Target: Sendable, Equatable {
+        /// A regular file or `/dev/null`: written whole, blocking.
+        case blocking(Int32)
+        /// A non-blocking descriptor of our own.
+        case nonBlocking(Int32)
+        /// A socket: `send` with `MSG_DONTWAIT`.
+        case socket(Int32)
+    }
+
+    /// The longest line written: `PIPE_BUF`.
+    package static let maximumLineBytes = 4096
+
+    /// Lines dropped since the last notice that went out.
     package private(set) var dropped = 0
+    /// A line was cut after part of it went out.
+    private var brokenLine = false
 
     package init() {}
 
-    /// Writes `bytes` (whole lines) to `descriptor` after the line `notice` makes from the count
-    /// of lines dropped before, if any; with `checkingFirst`, only when `poll` says it is
-    /// writable now (an error or a hang-up lets the write say what it is).
-    package mutating func write(
-        _ bytes: [UInt8],
-        to descriptor: Int32,
-        checkingFirst: Bool,
-        notice: (Int) -> [UInt8]
-    ) {
-        if checkingFirst {
-            var entry = pollfd(fd: descriptor, events: Int16(POLLOUT), revents: 0)
-            if SystemCall.poll(&entry, 1, timeout: 0) == 0 {
-                dropped += bytes.reduce(0) { $0 + ($1 == UInt8(ascii: "\n") ? 1 : 0) }
+    /// Writes `bytes` (whole lines) to `target`, after the line `notice` makes from the count of
+    /// lines dropped before, if any.
+    package mutating func write(_ bytes: [UInt8], to target: Target, notice: (Int) -> [UInt8]) {
+        if brokenLine {
+            guard send([UInt8(ascii: "\n")], to: target) == 1 else {
+                dropped += Self.lines(in: bytes)
                 return
             }
+            brokenLine = false
         }
-        // Most writes have nothing before them: the line goes as it is, without a copy.
-        let out = dropped > 0 ? notice(dropped) + bytes : bytes
-        dropped = 0
-        _ = out.withUnsafeBytes { SystemCall.writeAll($0, to: descriptor) }
+        if dropped > 0 {
+            let line = Self.capped(notice(dropped))
+            let sent = send(line, to: target)
+            guard sent == line.count else {
+                brokenLine = sent > 0
+                dropped += Self.lines(in: bytes)
+                return
+            }
+            dropped = 0
+        }
+        var start = 0
+        while start < bytes.count {
+            let end = bytes[start...].firstIndex(of: UInt8(ascii: "\n")).map { $0 + 1 } ?? bytes.count
+            let line = Self.capped(Array(bytes[start..<end]))
+            let sent = send(line, to: target)
+            if sent != line.count {
+                brokenLine = sent > 0
+                dropped += Self.lines(in: bytes[start...])
+                return
+            }
+            start = end
+        }
+    }
+
+    /// Sends `bytes` in as many calls as the target takes now; how many went out.
+    private func send(_ bytes: [UInt8], to target: Target) -> Int {
+        bytes.withUnsafeBytes { buffer -> Int in
+            var offset = 0
+            while offset < buffer.count {
+                let rest = UnsafeRawBufferPointer(rebasing: buffer[offset...])
+                let count: Int
+                switch target {
+                case .blocking(let descriptor), .nonBlocking(let descriptor):
+                    count = SystemCall.write(rest, to: descriptor)
+                case .socket(let descriptor):
+                    count = SystemCall.send(rest, on: descriptor, flags: Int32(MSG_DONTWAIT) | Int32(MSG_NOSIGNAL))
+                }
+                if count <= 0 { break }
+                offset += count
+            }
+            return offset
+        }
+    }
+
+    /// `line` cut to ``maximumLineBytes`` on a character boundary, with a mark of what was cut.
+    static func capped(_ line: [UInt8]) -> [UInt8] {
+        guard line.count > maximumLineBytes else { return line }
+        let mark = Array(" … [\(line.count - maximumLineBytes + 64) bytes cut]\n".utf8)
+        var end = maximumLineBytes - 64
+        while end > 0 && line[end] & 0xC0 == 0x80 { end -= 1 }
+        return Array(line[..<end]) + mark
+    }
+
+    private static func lines(in bytes: some Collection<UInt8>) -> Int {
+        max(1, bytes.reduce(0) { $0 + ($1 == UInt8(ascii: "\n") ? 1 : 0) })
     }
 }

@@ -44,19 +44,51 @@ import VigilSystemd
 
     static func notice(_ count: Int) -> [UInt8] { Array("dropped \(count)\n".utf8) }
 
-    /// The write end blocks (as a daemon's stderr does): a write the check let through to a full
-    /// pipe would hang this test, not fail it quietly.
     @Test func linesAFullPipeCannotTakeAreCountedAndTheNextWriteReportsThem() throws {
         let pipe = try Pipe()
         var writer = DroppingLineWriter()
         pipe.fill()
-        _ = fcntl(pipe.writeEnd, F_SETFL, 0)
-        writer.write(Array("a\n".utf8), to: pipe.writeEnd, checkingFirst: true, notice: Self.notice)
-        writer.write(Array("b\nc\n".utf8), to: pipe.writeEnd, checkingFirst: true, notice: Self.notice)
+        writer.write(Array("a\n".utf8), to: .nonBlocking(pipe.writeEnd), notice: Self.notice)
+        writer.write(Array("b\nc\n".utf8), to: .nonBlocking(pipe.writeEnd), notice: Self.notice)
         #expect(writer.dropped == 3)
         #expect(pipe.drain().allSatisfy { $0 == UInt8(ascii: "x") })
-        writer.write(Array("d\n".utf8), to: pipe.writeEnd, checkingFirst: true, notice: Self.notice)
+        writer.write(Array("d\n".utf8), to: .nonBlocking(pipe.writeEnd), notice: Self.notice)
         #expect(writer.dropped == 0)
         #expect(String(decoding: pipe.drain(), as: UTF8.self) == "dropped 3\nd\n")
+    }
+
+    /// A line longer than a pipe takes whole is cut to 4 KiB with a mark, so it goes out whole
+    /// or not at all; what follows it is a line of its own.
+    @Test func aLongLineIsCutToWhatAPipeTakesWhole() throws {
+        let pipe = try Pipe()
+        var writer = DroppingLineWriter()
+        let long = [UInt8](repeating: UInt8(ascii: "L"), count: 6000) + [UInt8(ascii: "\n")]
+        writer.write(long, to: .nonBlocking(pipe.writeEnd), notice: Self.notice)
+        #expect(writer.dropped == 0)
+        let first = String(decoding: pipe.drain(), as: UTF8.self)
+        #expect(first.utf8.count <= 4096)
+        #expect(first.hasSuffix(" … [1969 bytes cut]\n"), "\(first.suffix(40))")
+        writer.write(Array("e\n".utf8), to: .nonBlocking(pipe.writeEnd), notice: Self.notice)
+        #expect(String(decoding: pipe.drain(), as: UTF8.self) == "e\n")
+    }
+
+    /// A socket that stopped taking lines (a journal stream whose reader hangs): `send` with
+    /// `MSG_DONTWAIT`, dropped and counted the same way.
+    @Test func aFullSocketDropsAndCountsToo() throws {
+        var ends: [Int32] = [-1, -1]
+        try #require(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &ends) == 0)
+        defer { ends.forEach { close($0) } }
+        var size: Int32 = 4096
+        setsockopt(ends[0], SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        let page = [UInt8](repeating: UInt8(ascii: "x"), count: 4096)
+        while send(ends[0], page, page.count, Int32(MSG_DONTWAIT)) > 0 {}
+        var writer = DroppingLineWriter()
+        writer.write(Array("a\n".utf8), to: .socket(ends[0]), notice: Self.notice)
+        #expect(writer.dropped == 1)
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        while recv(ends[1], &buffer, buffer.count, Int32(MSG_DONTWAIT)) > 0 {}
+        writer.write(Array("b\n".utf8), to: .socket(ends[0]), notice: Self.notice)
+        let count = recv(ends[1], &buffer, buffer.count, Int32(MSG_DONTWAIT))
+        #expect(count > 0 && String(decoding: buffer[..<max(count, 0)], as: UTF8.self) == "dropped 1\nb\n")
     }
 }
