@@ -65,8 +65,8 @@ package struct ReloadClient: Sendable {
                 file: file,
                 name: name,
                 directoryOwner: directory.owner,
-                holdsInstanceLock: directory.instanceLockIsHeld(by:),
-                lockHolder: { directory.instanceLockHolder },
+                holdsInstanceLock: { directory.instanceLockIsHeld(by: $0) },
+                lockHolder: { directory.instanceLockHolder() },
                 mainPID: directories.environment.directory("MAINPID")
             )
         } catch {

@@ -24,11 +24,11 @@ package struct StatusClient: Sendable {
                 status,
                 file: directory.path(of: RuntimeStatus.fileName),
                 directoryOwner: directory.owner,
-                holdsInstanceLock: directory.instanceLockIsHeld(by:)
+                holdsInstanceLock: { directory.instanceLockIsHeld(by: $0, strict: false) }
             )
             // A daemon in a PID namespace of its own records its pid there.
             if stale != nil {
-                let holder = directory.instanceLockHolder
+                let holder = directory.instanceLockHolder(strict: false)
                 here = Self.namespacedDaemon(status, holder: holder)
                 if here != nil { stale = nil }
             }
@@ -134,13 +134,14 @@ package struct StatusClient: Sendable {
 }
 
 extension TrustedDirectory {
-    /// Whether `pid` holds this directory's `instance.lock` (`InstanceLockHolder.holds`).
-    func instanceLockIsHeld(by pid: Int32) -> Bool {
-        InstanceLockHolder.holds(pid, lock: path(of: InstanceLock.fileName), owner: owner)
+    /// Whether `pid` holds this directory's `instance.lock` (`InstanceLockHolder.holds`); with
+    /// `strict: false`, for `status`, a holder whose fdinfo this process may not read counts.
+    func instanceLockIsHeld(by pid: Int32, strict: Bool = true) -> Bool {
+        InstanceLockHolder.holds(pid, lock: path(of: InstanceLock.fileName), owner: owner, strict: strict)
     }
 
     /// The one process, by its pid here, that holds this directory's `instance.lock`.
-    var instanceLockHolder: Int32? {
-        InstanceLockHolder.holder(lock: path(of: InstanceLock.fileName), owner: owner)
+    func instanceLockHolder(strict: Bool = true) -> Int32? {
+        InstanceLockHolder.holder(lock: path(of: InstanceLock.fileName), owner: owner, strict: strict)
     }
 }
