@@ -58,12 +58,18 @@ package enum TestDirectories {
     private static func removeOwn() {
         let own = parents.withLock { Array($0.values) }
         let mounts = mountPoints()
-        for parent in own { removeTree(parent, keeping: mounts) }
+        for path in own {
+            let base = open(FileSystem.parent(of: path), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            guard base >= 0 else { continue }
+            removeTree(String(path.split(separator: "/").last ?? ""), in: base, path: path, keeping: mounts)
+            close(base)
+        }
     }
 
     /// Removes the directories of earlier test processes under `base` whose pid is gone.
     private static func removeLeftovers(under base: String) {
         guard let directory = opendir(base) else { return }
+        let baseDescriptor = dirfd(directory)
         var names: [String] = []
         while let entry = readdir(directory) {
             let name = withUnsafeBytes(of: entry.pointee.d_name) {
@@ -72,14 +78,28 @@ package enum TestDirectories {
             guard name.hasPrefix("vigil-tests-"), let pid = Int32(name.dropFirst("vigil-tests-".count)) else {
                 continue
             }
-            if pid != getpid(), kill(pid, 0) != 0, errno == ESRCH, access("\(base)/\(name)/KEPT", F_OK) != 0 {
+            // Only a real directory of this user's (a link or another user's is not ours to
+            // remove), of a pid that is gone, not kept.
+            var info = stat()
+            guard fstatat(baseDescriptor, name, &info, AT_SYMLINK_NOFOLLOW) == 0, info.st_mode & S_IFMT == S_IFDIR,
+                info.st_uid == geteuid()
+            else { continue }
+            var kept = stat()
+            if pid != getpid(), kill(pid, 0) != 0, errno == ESRCH,
+                fstatat(baseDescriptor, name + "/KEPT", &kept, AT_SYMLINK_NOFOLLOW) != 0
+            {
                 names.append(name)
             }
         }
         closedir(directory)
         guard !names.isEmpty else { return }
         let mounts = mountPoints()
-        for name in names { removeTree(base + "/" + name, keeping: mounts) }
+        for name in names where !mounts.contains(base + "/" + name) {
+            let parent = open(base, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            guard parent >= 0 else { return }
+            removeTree(name, in: parent, path: base + "/" + name, keeping: mounts)
+            close(parent)
+        }
     }
 
     /// The mount points of this process's mount namespace (`/proc/self/mountinfo`'s fifth field,
@@ -106,34 +126,37 @@ package enum TestDirectories {
         return points
     }
 
-    /// Removes `path` and what it holds, except a directory in `mounts` and those above it.
-    /// Returns whether `path` is gone.
+    /// Removes `name` in the directory open at `parent` (`path` names it, for the mount check)
+    /// and what it holds, except a directory in `mounts` and those above it: each level is
+    /// opened from the one above with `O_NOFOLLOW`, so a link swapped in anywhere in the tree is
+    /// removed, never followed. Returns whether it is gone.
     @discardableResult
-    private static func removeTree(_ path: String, keeping mounts: Set<String>) -> Bool {
+    private static func removeTree(_ name: String, in parent: Int32, path: String, keeping mounts: Set<String>) -> Bool
+    {
         if mounts.contains(path) { return false }
-        // Not followed: a link in a tree is removed, never what it names.
-        let descriptor = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        guard descriptor >= 0 else { return unlink(path) == 0 || errno == ENOENT }
+        let descriptor = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard descriptor >= 0 else { return unlinkat(parent, name, 0) == 0 || errno == ENOENT }
         guard let directory = fdopendir(descriptor) else {
             close(descriptor)
             return false
         }
         var emptied = true
         while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) {
+            let child = withUnsafeBytes(of: entry.pointee.d_name) {
                 String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
             }
-            if name == "." || name == ".." { continue }
-            let child = path + "/" + name
+            if child == "." || child == ".." { continue }
             // A directory by its type, or one whose type the file system does not say.
             var isDirectory = entry.pointee.d_type == UInt8(DT_DIR)
-            if !isDirectory, unlink(child) != 0 {
+            if !isDirectory, unlinkat(descriptor, child, 0) != 0 {
                 if errno == EISDIR { isDirectory = true } else if errno != ENOENT { emptied = false }
             }
-            if isDirectory, !removeTree(child, keeping: mounts) { emptied = false }
+            if isDirectory, !removeTree(child, in: descriptor, path: path + "/" + child, keeping: mounts) {
+                emptied = false
+            }
         }
         closedir(directory)
-        return emptied && (rmdir(path) == 0 || errno == ENOENT)
+        return emptied && (unlinkat(parent, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
     }
 }
 
