@@ -28,7 +28,9 @@ import Synchronization
 /// - **A second stop request** during shutdown cuts it short: the running `terminate` hook is
 ///   cancelled at once and given at most a second (at most its budget) to return; the listeners
 ///   after it are still asked to stop, each within a second (a state store's final checkpoint
-///   is among them), and ``run()`` throws ``ListenerGroupError/Code/stopFailed``.
+///   is among them), and ``run()`` throws ``ListenerGroupError/Code/stopFailed`` — unless the
+///   hook cut short returned within its second (it did its work: a final checkpoint of a few
+///   milliseconds that the request caught), which counts as a clean stop.
 ///
 /// It is a swift-service-lifecycle `Service`: run it in a `ServiceGroup` next to a daemon's own
 /// services with ``serviceConfiguration``, so that a stop signal shuts the whole group down

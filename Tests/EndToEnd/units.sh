@@ -174,6 +174,11 @@ for network in sealed loopback outbound; do
     check "units: $network network lines: the sandboxed service cannot reach another host's address" bash -c "
       grep -q '^IPAddressDeny=any' $root/etc/systemd/system/outbound.service &&
       ! nsenter -t $pid -a systemctl start outbound.service 2>/dev/null"
+    # And for the network's reason: sealed, no IP socket at all (RestrictAddressFamilies=AF_UNIX,
+    # before the private namespace's missing route); loopback, packets dropped by the filter.
+    case $network in sealed) why='Address family not supported by protocol' ;; *) why='timed out' ;; esac
+    check "units: $network network lines: the connection fails with '$why'" wait_until 5 bash -c "
+      nsenter -t $pid -a journalctl -u outbound.service --no-pager -o cat | grep -q '$why'"
   fi
   in_sandbox systemctl reset-failed outbound.service 2>/dev/null || true
 done
