@@ -22,9 +22,11 @@ enum Vigild {
             guard let own = try? status.decode(StatusKeys.self) else {
                 return [("heartbeats", "unknown (not started yet, or the status file has no readable heartbeat keys)")]
             }
-            return [
-                ("heartbeats", "\(own.heartbeats) (every \(own.heartbeat.interval) s: \"\(own.heartbeat.message)\")")
-            ]
+            // `interval` 0 is no heartbeat: "every 0.0 s" said what is not (an attacker's note).
+            let schedule =
+                own.heartbeat.interval == 0
+                ? "off" : "every \(own.heartbeat.interval) s: \"\(own.heartbeat.message)\""
+            return [("heartbeats", "\(own.heartbeats) (\(schedule))")]
         }
     )
 

@@ -254,6 +254,24 @@ import VigilTesting
         #expect(!FileSystem.exists(runtime + "/status.json"))
     }
 
+    /// With `heartbeat.interval` 0 there is no heartbeat: `status` says "off", not "every 0.0 s"
+    /// (an attacker's note: it reported a schedule that does not exist).
+    @Test func statusSaysTheHeartbeatIsOffWhenItIs() async throws {
+        let socket = try FakeNotifySocket()
+        let directory = VigildBinary.temporaryDirectory()
+        TextFile.write(directory + "/off.json", #"{ "heartbeat": { "interval": 0 } }"#)
+        let (daemon, _) = try await VigildBinary.start(
+            socket: socket,
+            arguments: ["--config", directory + "/off.json"],
+            directory: directory
+        )
+        let status = try await Self.client(["status", "--runtime-directory", directory + "/run"])
+        #expect(status.status == 0)
+        #expect(status.output.contains("  heartbeats:     0 (off)\n"), "\(status.output)")
+        daemon.send(SIGTERM)
+        #expect(try await daemon.waitForExit() == 0)
+    }
+
     // MARK: item 15: prove the pid is the daemon's
 
     @Test func reloadSignalsOnlyTheDaemonTheStatusFileDescribes() async throws {
