@@ -73,13 +73,21 @@ public final class StateStore: Sendable {
     ///   (owned by its `DynamicUser=`) hears whose it is, not whom the directory belongs to.
     package static func checkOwnership(of directory: String, checkingOwner: Bool = true) throws(SystemError) {
         let caller = geteuid()
-        var link = stat()
-        if lstat(directory, &link) == 0, link.st_mode & S_IFMT == S_IFLNK, link.st_uid != caller, link.st_uid != 0 {
+        // Every component as written, the last one and those above it (`/tmp/theirs/state`,
+        // where `theirs` is another user's link, leads where that user chooses just the same).
+        var prefix = directory.hasPrefix("/") ? "" : "."
+        for component in directory.split(separator: "/") {
+            prefix += "/" + component
+            var link = stat()
+            guard lstat(prefix, &link) == 0, link.st_mode & S_IFMT == S_IFLNK, link.st_uid != caller, link.st_uid != 0
+            else { continue }
+            let which = prefix == directory || prefix == "./" + directory ? "it" : "\(prefix), on its path,"
             throw SystemError(
                 path: directory,
                 operation: "use as the state directory",
                 errno: ELOOP,
-                detail: "it is a symbolic link made by uid \(link.st_uid), not by this process (uid \(caller)) or "
+                detail:
+                    "\(which) is a symbolic link made by uid \(link.st_uid), not by this process (uid \(caller)) or "
                     + "root, so that user chooses where it leads; give the directory itself"
             )
         }

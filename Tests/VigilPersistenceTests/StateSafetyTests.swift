@@ -51,8 +51,20 @@ private func validCount(_ counter: Counter) throws(InvalidValue) {
                     == true,
                 "\(String(describing: linked))"
             )
+            // The same link above the directory: refused as well (a reviewer's case).
+            let above = shared + "/theirs"
+            symlink(FileSystem.parent(of: directory), above)
+            lchown(above, 65_534, 65_534)
+            let through = above + "/" + String(directory.split(separator: "/").last ?? "")
+            let far = #expect(throws: SystemError.self) { try StateStore.checkOwnership(of: through) }
+            #expect(
+                far?.description.contains("\(above), on its path, is a symbolic link made by uid 65534") == true,
+                "\(String(describing: far))"
+            )
             lchown(planted, 0, 0)
+            lchown(above, 0, 0)
             #expect(throws: Never.self) { try StateStore.checkOwnership(of: planted) }
+            #expect(throws: Never.self) { try StateStore.checkOwnership(of: through) }
         }
     }
 
