@@ -33,6 +33,25 @@ import VigilTesting
         #expect(entries[1].metadata["VIGIL_REASON"] == "heartbeat.interval must be > 0")
         #expect(entries[2].metadata["VIGIL_REASON"] == "SIGTERM")
     }
+
+    /// A reason that ends a sentence of its own (a question, from "did you mean") gets no full
+    /// stop after it: it read `did you mean "interval"?. Still running generation 1.`
+    @Test func aReasonEndingInAQuestionMarkGetsNoFullStopAfterIt() throws {
+        var handler = InMemoryLogHandler()
+        handler.logLevel = .trace
+        let logger = Logger(label: "t") { [handler] _ in handler }
+        let observer = LifecycleLogger(logger: logger, version: "1.2.3")
+        let reason = #"unknown key "intervl"; did you mean "interval"?"#
+        observer.observe(
+            .reloadRejected(.init(listener: "configuration", reason: reason), generation: 1, duration: .zero)
+        )
+        #expect(
+            handler.entries.map { "\($0.message)" }
+                == [
+                    #"Reload rejected by configuration: unknown key "intervl"; did you mean "interval"? Still running generation 1."#
+                ]
+        )
+    }
 }
 
 @Suite struct DaemonTests {

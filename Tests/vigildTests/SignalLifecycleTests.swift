@@ -145,6 +145,9 @@ import VigilTesting
         #expect(all.last?.text == failed, "\(all.map(\.text))")
         let output = try String(contentsOfFile: directory + "/output.log")
         #expect(output.contains("<2>Start-up failed in failpoints: failpoint start-fail is set (VIGIL_FAILPOINTS)"))
+        // One critical entry, the start-failed one: the daemon's own second line said the same.
+        let critical = output.split(separator: "\n").filter { $0.hasPrefix("<2>") }
+        #expect(critical.count == 1, "\(critical)")
     }
 }
 
