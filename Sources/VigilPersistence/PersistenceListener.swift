@@ -210,7 +210,12 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
             )
         }
         // The marker goes in the same call on the helper thread, after the checkpoint: its
-        // directory's fsync must not stall the daemon's thread either.
+        // directory's fsync must not stall the daemon's thread either. It goes only while this
+        // stop can still be reported clean: not once the wait below gave up (the write missed its
+        // deadline and ends in the background), nor once a second stop request cut this hook
+        // short and the mediator went on without it (it counts among the abandoned hooks then).
+        // Either way the stop is reported failed, and the next start must say it was unclean.
+        let gaveUp = Atomic<Bool>(false)
         do {
             try await Self.checkpoint(
                 store,
@@ -227,13 +232,15 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
                 // wrote everything says so: it read "cut short" with the file written.
                 cancellable: false
             ) { [marker] in
-                guard stillRunning == 0 else { return }
+                guard stillRunning == 0, context.abandonedHooksRunning == 0, !gaveUp.load(ordering: .acquiring)
+                else { return }
                 do { try marker.end() } catch { throw MarkerNotRemoved(cause: error) }
             }
         } catch let error as MarkerNotRemoved {
             throw error.cause
         } catch {
             // The marker stays: the next start reports this run as unclean, which it was.
+            gaveUp.store(true, ordering: .releasing)
             throw FinalCheckpointError(path: path, cause: error, lost: store.unsavedSummary)
         }
     }

@@ -1,6 +1,9 @@
 import Glibc
+import Logging
+import Synchronization
 import Testing
 import Vigil
+import VigilEventLoop
 import VigilTesting
 
 /// A FUSE file system that hangs on demand (Tests/EndToEnd/hangfs.py), mounted for one test.
@@ -27,6 +30,15 @@ private struct HangFS {
         try await poll(for: "the FUSE mount (fuse3 and python3-fusepy: packaging/build-deps.sh); \(log)") {
             access(control + "/ready", F_OK) == 0 ? () : nil
         }
+    }
+
+    /// A writable mount of a new directory `source` that holds an empty `state` directory.
+    static func servingStateDirectory() async throws -> (directory: String, source: String, fs: HangFS) {
+        let directory = VigildBinary.temporaryDirectory()
+        let source = directory + "/source"
+        mkdir(source, 0o755)
+        mkdir(source + "/state", 0o700)
+        return (directory, source, try await HangFS(serving: source, in: directory, writable: true))
     }
 
     /// From now on `operation` (open, read, getattr, fsync) on any file does not answer.
@@ -161,11 +173,7 @@ private struct HangFS {
     /// still answers the signal, the failure names the state file, and once the file system
     /// answers again the daemon stops cleanly with its state saved.
     @Test func aCheckpointWhoseFsyncHangsFailsInTimeAndTheDaemonGoesOn() async throws {
-        let directory = VigildBinary.temporaryDirectory()
-        let source = directory + "/source"
-        mkdir(source, 0o755)
-        mkdir(source + "/state", 0o700)
-        let fs = try await HangFS(serving: source, in: directory, writable: true)
+        let (directory, source, fs) = try await HangFS.servingStateDirectory()
         let socket = try FakeNotifySocket()
         let log = directory + "/output.log"
         let daemon = try DaemonProcess(
@@ -206,6 +214,92 @@ private struct HangFS {
         daemon.send(SIGTERM)
         #expect(try await daemon.waitForExit(timeout: .seconds(15)) == 0, "\(TextFile.read(log) ?? "")")
         #expect(TextFile.read(source + "/state/state.json.running") == nil, "the stop was clean")
+        try await fs.remove()
+    }
+}
+
+/// The final checkpoint's marker under a stop that is reported failed: a second stop request
+/// cuts the persistence listener short while its checkpoint's fsync hangs. When the file system
+/// answers later, the write ends on its helper thread, but the unclean-shutdown marker stays: the
+/// stop was reported cut short, so the next start must say the run was unclean (it removed the
+/// marker before, and the next start said "clean" for a stop reported failed: a reviewer's find).
+@Suite(.serialized) struct CutShortCheckpointTests {
+    /// Keeps its listener context, to read how many abandoned hooks still run.
+    private final class ContextProbe: Listener, @unchecked Sendable {
+        let name = "probe"
+        private let kept = Mutex<ListenerContext?>(nil)
+        var context: ListenerContext? { kept.withLock { $0 } }
+        func start(context: ListenerContext) async throws { kept.withLock { $0 = context } }
+    }
+
+    @Test func aCheckpointCutShortByASecondStopRequestLeavesTheMarker() async throws {
+        let (_, source, fs) = try await HangFS.servingStateDirectory()
+        let path = fs.mountpoint + "/state/state.json"
+        let persistence = PersistenceListener<SampleConfiguration>(path: path) { _ in .zero }
+        let probe = ContextProbe()
+        let group = try ListenerGroup(
+            listeners: [ConfigurationListener<SampleConfiguration>(source: .embeddedDefault), persistence, probe],
+            configuration: .init(logger: Logger(label: "test"), signals: SignalMap())
+        )
+        let running = Task { try await group.run() }
+        let context = try await poll(for: "the daemon's start") { probe.context }
+        #expect(access(source + "/state/state.json.running", F_OK) == 0, "the marker exists while running")
+        try persistence.store?.set(Counter(count: 3), forKey: "worker")
+
+        fs.hang("fsync")
+        group.requestTermination(.signal(.sigterm))
+        try await fs.awaitHung("fsync")
+        group.requestTermination(.signal(.sigterm))
+        let error = await #expect(throws: ListenerGroupError.self) { try await running.value }
+        #expect(error?.message == "Stopped with errors: 'persistence' was cut short by a second stop request")
+        #expect(context.abandonedHooksRunning == 1, "the checkpoint still waits on its fsync")
+
+        // The file system answers: the checkpoint ends on its thread, and the hook returns.
+        fs.answer("fsync")
+        try await poll(until: "the cut-short checkpoint's end") { context.abandonedHooksRunning == 0 }
+        #expect(TextFile.read(source + "/state/state.json")?.contains("\"count\": 3") == true, "written")
+        #expect(
+            access(source + "/state/state.json.running", F_OK) == 0,
+            "the marker stays: the stop was reported cut short, so the next start reports it unclean"
+        )
+        try await fs.remove()
+    }
+
+    /// The same when the final checkpoint misses its deadline: the stop fails with what was
+    /// lost, and the write that ends later on its thread leaves the marker.
+    @Test func aFinalCheckpointThatMissesItsDeadlineLeavesTheMarker() async throws {
+        let (_, source, fs) = try await HangFS.servingStateDirectory()
+        let path = fs.mountpoint + "/state/state.json"
+        let persistence = PersistenceListener<SampleConfiguration>(path: path) { _ in .zero }
+        let group = try ListenerGroup(
+            listeners: [ConfigurationListener<SampleConfiguration>(source: .embeddedDefault), persistence],
+            configuration: .init(
+                logger: Logger(label: "test"),
+                signals: SignalMap(),
+                budgets: ListenerBudgets(terminate: .seconds(1))
+            )
+        )
+        let running = Task { try await group.run() }
+        let store = try await poll(for: "the daemon's start") { persistence.store }
+        try store.set(Counter(count: 4), forKey: "worker")
+
+        fs.hang("fsync")
+        group.requestTermination(.signal(.sigterm))
+        try await fs.awaitHung("fsync")
+        let error = await #expect(throws: ListenerGroupError.self) { try await running.value }
+        #expect(
+            error?.message.contains("the final checkpoint to \(path) failed") == true,
+            "\(String(describing: error))"
+        )
+        #expect(BlockingWorker.shared.stuckThreads == 1, "the write waits on its fsync")
+
+        fs.answer("fsync")
+        try await poll(until: "the late checkpoint's end") { BlockingWorker.shared.stuckThreads == 0 }
+        #expect(TextFile.read(source + "/state/state.json")?.contains("\"count\": 4") == true, "written late")
+        #expect(
+            access(source + "/state/state.json.running", F_OK) == 0,
+            "the marker stays: the stop was reported failed"
+        )
         try await fs.remove()
     }
 }
