@@ -488,7 +488,9 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
             return "The daemon's pid; must match the runtime directory's status.json (default: from status.json)."
         case "--timeout": return "Seconds to wait for the outcome (0.01 to 86400; default: 90)."
         case "--signal": return "The signal to send: the daemon's --reload-signal (default: SIGHUP)."
-        case "--json": return "Print JSON (the status file's keys plus uptimeSeconds)."
+        case "--json":
+            return
+                "Print JSON (the status file's keys, the daemon's own keys again at the top level, then uptimeSeconds)."
         case "--executable": return "The executable's path in ExecStart= and ExecReload= (default: /usr/bin/\(name))."
         case "--socket":
             return

@@ -45,7 +45,7 @@ package struct VigildConfiguration: ValidatedConfiguration {
     }
 
     package struct Persistence: Decodable, Sendable, Equatable {
-        /// Seconds between periodic checkpoints, >= 0; 0 = only on SIGUSR1 and stop.
+        /// Seconds between periodic checkpoints: 0 = only on SIGUSR1 and at stop, else 0.1 to 86400.
         package var checkpointInterval: Double = 30
 
         package init() {}
