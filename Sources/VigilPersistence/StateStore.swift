@@ -67,6 +67,11 @@ public final class StateStore: Sendable {
     /// root or the daemon's user made it (`DynamicUser=` makes `/var/lib/<name>` one); what it
     /// leads to is checked. A link another user made is refused: that user chooses where it
     /// leads (a helper's attack in a 1777 directory moved another program's state.json aside).
+    /// So is a directory above it that another user owns, or that others may write in without
+    /// the sticky bit (OpenSSH's `StrictModes` rule): they could rename the state directory away
+    /// and put their own in its place between the check and a write, since the files in it are
+    /// opened by path. A sticky directory such as `/tmp` is fine: others cannot rename what is
+    /// not theirs there. Both the path as written and the one it resolves to are checked.
     ///
     /// - Parameter checkingOwner: `false` checks the link and the mode only: what can be known
     ///   before the instance lock is taken, so that a second daemon on a running one's directory
@@ -91,6 +96,7 @@ public final class StateStore: Sendable {
                     + "root, so that user chooses where it leads; give the directory itself"
             )
         }
+        try checkParents(of: directory, caller: caller)
         var info = stat()
         guard stat(directory, &info) == 0 else {
             throw SystemError(path: directory, operation: "check the state directory", errno: errno)
@@ -112,6 +118,46 @@ public final class StateStore: Sendable {
                 detail: "\(who) may write in it (mode \(String(info.st_mode & 0o7777, radix: 8))); chmod go-w it"
             )
         }
+    }
+
+    /// Refuses a directory above `directory` (as written, and as resolved) that a user other
+    /// than `caller` or root owns, or that group or others may write in without the sticky bit.
+    private static func checkParents(of directory: String, caller: uid_t) throws(SystemError) {
+        var paths = [directory]
+        if let resolved = realpath(directory, nil) {
+            paths.append(String(cString: resolved))
+            free(resolved)
+        }
+        for path in paths where path.hasPrefix("/") {
+            let components = path.split(separator: "/")
+            var parent = ""
+            for component in components.dropLast() {
+                parent += "/" + component
+                try checkParent(parent, of: directory, caller: caller)
+            }
+            if !components.isEmpty { try checkParent("/", of: directory, caller: caller) }
+        }
+    }
+
+    private static func checkParent(_ parent: String, of directory: String, caller: uid_t) throws(SystemError) {
+        var info = stat()
+        guard stat(parent, &info) == 0 else { return }  // the directory's own check names it
+        let problem: String
+        if info.st_uid != caller && info.st_uid != 0 {
+            problem = "is owned by uid \(info.st_uid), not by this process (uid \(caller)) or root"
+        } else if info.st_mode & (S_IWOTH | S_IWGRP) != 0 && info.st_mode & S_ISVTX == 0 {
+            let who = info.st_mode & S_IWOTH != 0 ? "anyone" : "its group (gid \(info.st_gid))"
+            problem = "may be written by \(who) (mode \(String(info.st_mode & 0o7777, radix: 8)), no sticky bit)"
+        } else {
+            return
+        }
+        throw SystemError(
+            path: directory,
+            operation: "use as the state directory",
+            errno: EPERM,
+            detail: "\(parent), above it, \(problem): that user could rename the state directory away and put "
+                + "their own in its place; use a directory whose parents only root or this user may change"
+        )
     }
 
     /// The read errors after which the file is left in place and the open fails.

@@ -68,6 +68,55 @@ private func validCount(_ counter: Counter) throws(InvalidValue) {
         }
     }
 
+    /// A directory above the state directory that another user owns, or that others may write
+    /// in without the sticky bit, is refused: that user could rename the state directory away
+    /// and put their own in its place after the check (its files are opened by path: a
+    /// reviewer's point). A sticky directory (`/tmp`) is fine.
+    @Test func aParentOthersCanChangeIsRefused() throws {
+        let parent = temporaryDirectory() + "/parent"
+        let directory = parent + "/state"
+        mkdir(parent, 0o755)
+        mkdir(directory, 0o700)
+        #expect(throws: Never.self) { try StateStore.checkOwnership(of: directory) }
+        chmod(parent, 0o777)
+        let open = #expect(throws: SystemError.self) { try StateStore.checkOwnership(of: directory) }
+        #expect(
+            open?.description
+                == "cannot use as the state directory \(directory): \(parent), above it, may be written by anyone (mode 777, no sticky bit): that user could rename the state directory away and put their own in its place; use a directory whose parents only root or this user may change",
+            "\(String(describing: open))"
+        )
+        chmod(parent, 0o775)
+        let group = #expect(throws: SystemError.self) { try StateStore.checkOwnership(of: directory) }
+        #expect(
+            group?.description.contains("may be written by its group (gid ") == true,
+            "\(String(describing: group))"
+        )
+        chmod(parent, 0o1777)
+        #expect(throws: Never.self) { try StateStore.checkOwnership(of: directory) }
+        chmod(parent, 0o755)
+        if geteuid() == 0 {
+            chown(parent, 65_534, 65_534)
+            let foreign = #expect(throws: SystemError.self) { try StateStore.checkOwnership(of: directory) }
+            #expect(
+                foreign?.description.contains(
+                    "\(parent), above it, is owned by uid 65534, not by this process (uid 0) or root"
+                ) == true,
+                "\(String(describing: foreign))"
+            )
+            // The same parent reached through the caller's own link: refused as well.
+            let link = temporaryDirectory() + "/link"
+            symlink(parent, link)
+            let resolved = #expect(throws: SystemError.self) { try StateStore.checkOwnership(of: link + "/state") }
+            #expect(resolved?.description.contains("\(link), above it, is owned by uid 65534") == true)
+            // A link of the caller's to the state directory itself: the path it resolves to is checked.
+            let direct = temporaryDirectory() + "/state"
+            symlink(directory, direct)
+            let through = #expect(throws: SystemError.self) { try StateStore.checkOwnership(of: direct) }
+            #expect(through?.description.contains("\(parent), above it, is owned by uid 65534") == true)
+            chown(parent, 0, 0)
+        }
+    }
+
     /// Before: a write lease another process held on state.json (the open fails with EAGAIN)
     /// counted as corruption: the file was moved aside and the daemon started from empty state.
     /// Now the open fails, the file stays, and a later open reads it.
