@@ -101,6 +101,10 @@ public final class ListenerContext: Sendable {
     }
 
     /// Asks the mediator to stop the daemon, as a stop signal would.
+    ///
+    /// While the daemon stops already it does nothing: only a further stop *signal* (an admin's
+    /// second `SIGTERM`, Ctrl-C twice) cuts the stop short, so a listener may call this from its
+    /// `terminate` (a shared shutdown path) without cutting itself or the listeners after it.
     public func requestTermination(_ reason: String) {
         core.request(.terminate(.requested(reason)))
     }

@@ -182,6 +182,15 @@ extension ListenerGroup {
             }
         }
 
+        /// Whether `state` is past a stop request (one asked for before the run counts).
+        private static func stopRequested(_ state: State) -> Bool {
+            switch state {
+            case .initial(_, let stop): stop != nil
+            case .active: false
+            case .stopRequested, .stopping, .stopped: true
+            }
+        }
+
         /// The run begins: `false` when the group already ran (or is running).
         func begin() -> Bool {
             state.withLock { state in
@@ -230,6 +239,11 @@ extension ListenerGroup {
                     active.probes.removeAll()
                     state = .initial(active, stop: StopRequest(reason: reason))
                     return true
+                case (.terminate(let reason), _) where reason.signal == nil && Self.stopRequested(state):
+                    // A stop the daemon's own code asks for while it stops already (a listener's
+                    // terminate, a part that ends then) is the stop under way: only a further
+                    // stop signal (an admin's second SIGTERM, Ctrl-C twice) hurries it.
+                    return false
                 case (.terminate, .initial(let active, var stop?)):
                     stop.urgent = true
                     state = .initial(active, stop: stop)
@@ -319,15 +333,7 @@ extension ListenerGroup {
         }
 
         /// `true` once a stop was requested (or start-up failed).
-        var terminationRequested: Bool {
-            state.withLock { state in
-                switch state {
-                case .initial(_, let stop): stop != nil
-                case .active: false
-                case .stopRequested, .stopping, .stopped: true
-                }
-            }
-        }
+        var terminationRequested: Bool { state.withLock { Self.stopRequested($0) } }
 
         /// Start-up failed: listeners stop without a stop request.
         func beginStopping() {

@@ -22,6 +22,10 @@ import VigilEventLoop
 ///   duration; ticks missed while the action ran long (or the process was stopped) are skipped,
 ///   not replayed.
 /// - **Zero means off**: no task and no timer, so an idle daemon has no wake-ups.
+/// - **A tick runs to its end.** A new interval or action set while a tick runs (from the tick
+///   itself, or a reload) takes effect from the next tick, and never runs beside it; a new
+///   action with the same interval keeps the phase. ``stop()`` called from the action ends the
+///   schedule after that tick (it does not wait for itself).
 ///
 /// The action runs in a task of its own (under ``VigilEventLoop/EventLoopExecutor``, on the loop's thread);
 /// sleeps use ``VigilEventLoop/EventLoopExecutor/sleep(for:)``.
@@ -36,7 +40,13 @@ public final class PeriodicTask: Sendable {
         var epoch = 0
         /// What ticks follow.
         var clock: LoopClock
+        /// The current loop is running the action.
+        var ticking = false
     }
+
+    /// The task whose action runs in this task, if any: `stop()` from the action must not wait
+    /// for itself.
+    @TaskLocal private static var ticking: ObjectIdentifier?
 
     private let state: Mutex<State>
 
@@ -70,11 +80,13 @@ public final class PeriodicTask: Sendable {
                 return nil  // same interval: keep the phase
             }
             let previous = state.task.take()
+            // A loop waiting for its next tick is cancelled; one running the action ends after it.
+            let waiting = state.ticking ? nil : previous
             state.interval = max(interval, .zero)
             state.epoch += 1
-            guard interval > .zero, let action = state.action else {
+            guard interval > .zero, state.action != nil else {
                 state.anchor = nil
-                return previous
+                return waiting
             }
             let now = state.clock.now
             let anchor = state.anchor ?? now
@@ -85,20 +97,24 @@ public final class PeriodicTask: Sendable {
                 epoch: state.epoch,
                 interval: interval,
                 first: anchor + interval,
-                action: action
+                after: previous
             )
-            return previous
+            return waiting
         }
         previous?.cancel()
     }
 
-    /// Stops ticking and waits until a tick that is running has finished.
+    /// Stops ticking and waits until a tick that is running has finished (it is cancelled).
+    /// Called from the action, the tick that called it is the last, and it returns at once.
     public func stop() async {
+        // From the action, the loop is left in place (it ends after this tick): a schedule set
+        // later in the same tick then starts after it, never beside it.
+        let fromAction = Self.ticking == ObjectIdentifier(self)
         let task = state.withLock { state -> Task<Void, Never>? in
             state.interval = .zero
             state.anchor = nil
             state.epoch += 1
-            return state.task.take()
+            return fromAction ? nil : state.task.take()
         }
         task?.cancel()
         await task?.value
@@ -110,10 +126,12 @@ public final class PeriodicTask: Sendable {
         epoch: Int,
         interval: Duration,
         first: Duration,
-        action: @escaping @Sendable () async -> Void
+        after previous: Task<Void, Never>?
     ) -> Task<Void, Never> {
         // The schedule outlives the call that set it: it runs until stopped or replaced.
         Task {
+            // The loop this one replaced ends first (after its tick, if one runs).
+            await previous?.value
             var next = first
             while !Task.isCancelled {
                 let wait = next - clock.now
@@ -124,13 +142,19 @@ public final class PeriodicTask: Sendable {
                         return
                     }
                 }
-                let current = owner.state.withLock { state -> Bool in
-                    guard state.epoch == epoch else { return false }
+                let action = owner.state.withLock { state -> (@Sendable () async -> Void)? in
+                    guard state.epoch == epoch, let action = state.action else { return nil }
                     state.anchor = next
-                    return true
+                    state.ticking = true
+                    return action
+                }
+                guard let action else { return }
+                await $ticking.withValue(ObjectIdentifier(owner)) { await action() }
+                let current = owner.state.withLock { state -> Bool in
+                    state.ticking = false
+                    return state.epoch == epoch
                 }
                 guard current else { return }
-                await action()
                 next = next + interval
                 let now = clock.now
                 if next <= now {

@@ -249,6 +249,17 @@ public final class ServiceListener: Listener {
         }
     }
 
+    /// The task the part runs in, once it runs: it ends after this listener has heard the
+    /// part's end (tests await it).
+    var partTask: Task<Void, Never>? {
+        state.withLock { state in
+            switch state {
+            case .running(let running), .endedEarly(let running?, _), .stopping(let running?, _): running.task
+            case .initial, .starting, .endedEarly(nil, _), .stopping(nil, _): nil
+            }
+        }
+    }
+
     private func partEnded(_ error: (any Error)?, ready: ReadySignal, context: ListenerContext) {
         ready.settle(.ended(error))
         let fault = state.withLock { state -> String? in
@@ -260,6 +271,17 @@ public final class ServiceListener: Listener {
                 return nil
             case .starting, .running:
                 guard ready.isReady else { return nil }  // start() reports it
+                if context.core.terminationRequested {
+                    // The daemon stops: a part may end before its own terminate (its input closed
+                    // by a listener that stopped first). That is no fault; what it threw, if
+                    // anything, is reported by terminate as the stop's.
+                    if case .running(let running) = state {
+                        state = .stopping(running, error: error)
+                    } else {
+                        state = .stopping(nil, error: error)
+                    }
+                    return nil
+                }
                 let reason =
                     error.map { "ended while the daemon was running: \($0)" } ?? "ended while the daemon was running"
                 if case .running(let running) = state {

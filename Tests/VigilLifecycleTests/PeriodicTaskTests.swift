@@ -80,6 +80,83 @@ import VigilTesting
         #expect(finished.withLock { $0 }, "stop() returned before the running tick finished")
     }
 
+    /// `stop()` from the action waited for its own task, and never returned (a helper's
+    /// finding: a one-shot timer hung its tick's task for good). Now that tick is the last.
+    @Test func stopFromTheActionEndsTheScheduleAfterThatTick() async throws {
+        let clock = TestClock()
+        let task = PeriodicTask(clock: clock.loopClock)
+        let log = AsyncRecorder<String>()
+        task.schedule(every: .milliseconds(100)) {
+            log.append("tick")
+            await task.stop()
+            log.append("stop returned")
+        }
+        try await clock.waitForSleep(until: .milliseconds(100))
+        clock.advance(by: .milliseconds(100))
+        try await log.wait(timeout: .seconds(10), "stop() called from the tick returns") {
+            $0.contains("stop returned")
+        }
+        #expect(task.interval == .zero)
+        // A schedule set afterwards starts afresh, and ticks.
+        task.schedule(every: .milliseconds(50))
+        try await clock.waitForSleep(until: .milliseconds(150))
+        clock.advance(by: .milliseconds(50))
+        try await log.wait(timeout: .seconds(10), "the next schedule's tick") { $0.count == 4 }
+        await task.stop()
+        #expect(log.values == ["tick", "stop returned", "tick", "stop returned"])
+    }
+
+    /// A new interval set while a tick runs (here by the tick itself, backing off) cancelled
+    /// that tick: its work failed with `CancellationError` (a helper's finding; a reload that
+    /// changed the checkpoint interval during a periodic checkpoint cancelled it the same way).
+    /// Now the tick finishes, and the new interval counts from it.
+    @Test func aNewIntervalSetDuringATickLetsThatTickFinish() async throws {
+        let clock = TestClock()
+        let task = PeriodicTask(clock: clock.loopClock)
+        let log = AsyncRecorder<String>()
+        let gate = Gate()
+        let count = Mutex(0)
+        task.schedule(every: .milliseconds(100)) {
+            let tick = count.withLock { count in
+                count += 1
+                return count
+            }
+            if tick == 1 {
+                task.schedule(every: .milliseconds(200))
+                await gate.wait()
+            }
+            log.append("tick \(tick) at \(clock.now) cancelled: \(Task.isCancelled)")
+        }
+        try await clock.waitForSleep(until: .milliseconds(100))
+        clock.advance(by: .milliseconds(100))
+        try await gate.waitForWaiters(1)
+        gate.open()
+        try await log.wait(timeout: .seconds(10), "the first tick's end") { !$0.isEmpty }
+        try await clock.waitForSleep(until: .milliseconds(300))
+        clock.advance(to: .milliseconds(300))
+        try await log.wait(timeout: .seconds(10), "the tick at the new interval") { $0.count == 2 }
+        await task.stop()
+        #expect(log.values == ["tick 1 at 0.1 seconds cancelled: false", "tick 2 at 0.3 seconds cancelled: false"])
+    }
+
+    /// A new action with the interval in force was kept aside and never run (a helper's
+    /// finding); now it runs from the next tick, in the same phase.
+    @Test func aNewActionWithTheSameIntervalRunsFromTheNextTick() async throws {
+        let clock = TestClock()
+        let task = PeriodicTask(clock: clock.loopClock)
+        let log = AsyncRecorder<String>()
+        task.schedule(every: .milliseconds(100)) { log.append("old at \(clock.now)") }
+        try await clock.waitForSleep(until: .milliseconds(100))
+        clock.advance(by: .milliseconds(100))
+        try await log.wait(timeout: .seconds(10), "the first tick") { $0.count == 1 }
+        task.schedule(every: .milliseconds(100)) { log.append("new at \(clock.now)") }
+        try await clock.waitForSleep(until: .milliseconds(200))
+        clock.advance(to: .milliseconds(200))
+        try await log.wait(timeout: .seconds(10), "the second tick") { $0.count == 2 }
+        await task.stop()
+        #expect(log.values == ["old at 0.1 seconds", "new at 0.2 seconds"])
+    }
+
     @Test func anAbsurdIntervalDoesNotTrap() async {
         let task = PeriodicTask()
         task.schedule(every: .seconds(Int64.max)) {}

@@ -2,9 +2,10 @@ import Logging
 import ServiceLifecycle
 import Synchronization
 import Testing
-import VigilLifecycle
 import VigilPlatform
 import VigilTesting
+
+@testable import VigilLifecycle
 
 /// Records notifications and lifecycle records in the one log the parts write to, so a test can
 /// check the order across them: `notify READY=1`, `record stopped`, `part.drained`.
@@ -498,6 +499,72 @@ struct BindFailed: Error, CustomStringConvertible {
                 == true,
             "the listener after it still stops, once the part ended: \(order)"
         )
+    }
+
+    /// A part that ends while the daemon stops, before its own terminate (its input closed by a
+    /// listener that stopped first), was a fatal fault: `WATCHDOG=trigger` in the middle of the
+    /// stop, and its stop request cut the listener that was stopping short (a helper's finding).
+    /// Now it is part of the stop: no fault, and the stop is clean.
+    @Test func aPartThatEndsDuringTheStopBeforeItsTerminateIsNoFault() async throws {
+        struct Producer: Listener {
+            let name = "http"
+            let dependencies = ["writer"]  // stops before the writer
+            let feed: AsyncStream<Int>.Continuation
+            let writer: ServiceListener
+            let log: AsyncRecorder<String>
+            func terminate(reason: TerminationReason, context: ListenerContext) async throws {
+                feed.finish()  // no more jobs for the writer, which then ends
+                // Returns once the writer's part has ended and its listener heard of it.
+                await writer.partTask?.value
+                log.append("http.closed")
+            }
+        }
+        let log = AsyncRecorder<String>()
+        let (jobs, feed) = AsyncStream<Int>.makeStream()
+        let writer = ServiceListener(name: "writer") { ready in
+            ready()
+            for await _ in jobs {}
+        }
+        let group = try makeGroup([writer, Producer(feed: feed, writer: writer, log: log)], log: log)
+        let running = Task { try await group.run() }
+        try await log.wait { $0.contains("record started") }
+        group.requestTermination(.signal(.sigterm))
+        try await running.value
+        #expect(log.values.contains("http.closed"))
+        #expect(
+            !log.values.contains { $0.contains("WATCHDOG=trigger") || $0.hasPrefix("record fatalFault") },
+            "\(log.values)"
+        )
+    }
+
+    /// A listener that asks for a stop from its own terminate (a shared shutdown path) cut
+    /// itself short, as a second SIGTERM would, and held every listener after it to a second
+    /// (a helper's finding). A request from code while stopping is the stop under way now.
+    @Test func aStopRequestFromCodeWhileStoppingCutsNothing() async throws {
+        struct Worker: Listener {
+            let name = "worker"
+            let dependencies = ["store"]
+            let log: AsyncRecorder<String>
+            let flushed: Gate
+            func terminate(reason: TerminationReason, context: ListenerContext) async throws {
+                context.requestTermination("worker is shutting down")
+                log.append("worker.flushing")
+                await flushed.wait()
+                try Task.checkCancellation()  // a flush that stops when cut short
+                log.append("worker.flushed")
+            }
+        }
+        let log = AsyncRecorder<String>()
+        let flushed = Gate()
+        let store = RecordingListener("store", log: log)
+        let group = try makeGroup([store, Worker(log: log, flushed: flushed)], log: log)
+        let running = Task { try await group.run() }
+        try await log.wait { $0.contains("record started") }
+        group.requestTermination(.signal(.sigterm))
+        try await flushed.waitForWaiters(1)
+        flushed.open()
+        try await running.value
+        #expect(log.values.contains(["worker.flushed", "store.terminate", "store.terminate.done"]), "\(log.values)")
     }
 }
 
