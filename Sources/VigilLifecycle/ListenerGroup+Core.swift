@@ -25,6 +25,8 @@ extension ListenerGroup {
             var lastProbe = 0
             /// The configuration generation: 1 at start, +1 per applied reload.
             var generation = 1
+            /// What a stop request cuts short while start-up runs (the start hook running).
+            var startInterruption: (@Sendable () -> Void)?
         }
 
         /// A stop request the loop has not taken yet.
@@ -251,6 +253,9 @@ extension ListenerGroup {
                 case (.terminate(let reason), .active(let active)):
                     state = .stopRequested(StopRequest(reason: reason), generation: active.generation)
                     unanswered = Array(active.probes.values)
+                    // A start hook that waits (for a database, say) is cut short: `systemctl
+                    // stop` during start-up stops the daemon now, not once the start budget ran out.
+                    interruption = active.startInterruption
                     return true
                 case (.terminate, .stopRequested(var stop, let generation)):
                     stop.urgent = true
@@ -378,6 +383,17 @@ extension ListenerGroup {
         /// request came before the first listener to stop paused (``Urgency/cutNext``).
         func setInterruption(_ interruption: (@Sendable () -> Void)?) {
             let now = state.withLock { state -> Bool in
+                switch state {
+                case .active:
+                    // Start-up: a stop request cuts the start hook running.
+                    _ = Self.modifyActive(&state) { $0.startInterruption = interruption }
+                    return false
+                case .stopRequested:
+                    // The stop was requested while the start walk began: cut it now.
+                    return interruption != nil
+                case .initial, .stopping, .stopped:
+                    break
+                }
                 guard case .stopping(let urgency, _, let generation) = state else { return false }
                 let cutNow = urgency == .cutNext && interruption != nil
                 state = .stopping(

@@ -417,8 +417,11 @@ package final class ListenerGroup: Service {
         let commands = self.commands
         let commandBudget = configuration.budgets.start
         let core = self.core
+        let logger = configuration.logger
         // Start-up commands, then listeners, alike: none once termination is requested, and the
-        // first failure stops the walk and is what start-up reports.
+        // first failure stops the walk and is what start-up reports. A stop request cuts the
+        // hook running short (it is cancelled, and given a second to return): the daemon stops
+        // then, its start not failed; the listeners started so far, that one included, stop.
         func startEach<Step: Sendable>(
             _ steps: [Step],
             name: @escaping @Sendable (Step) -> String,
@@ -431,10 +434,18 @@ package final class ListenerGroup: Service {
                 name: name,
                 budget: budget,
                 extendAfter: extend,
+                interruptible: true,
                 settlesReturns: true,
                 start
             ) { step, outcome in
-                failure.record(name(step), outcome, budget: "start") && !core.terminationRequested
+                if case .interrupted = outcome {
+                    logger.notice(
+                        "Start-up of '\(name(step))' cut short: a stop was requested before it finished",
+                        metadata: ["VIGIL_LISTENER": "\(name(step))", "VIGIL_EVENT": "start"]
+                    )
+                    return false
+                }
+                return failure.record(name(step), outcome, budget: "start") && !core.terminationRequested
             }
         }
         let ran = await startEach(commands, name: { $0.name }, budget: { _ in commandBudget }) { command in

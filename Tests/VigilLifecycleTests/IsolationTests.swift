@@ -319,6 +319,43 @@ private func failures(_ records: [LifecycleRecord.Kind]) -> [String] {
             )
         }
     }
+
+    /// A stop request while a start hook waits (for a database, say) waited out the whole start
+    /// budget (30 s by default), then reported a failed start and exit 1 (a helper's finding:
+    /// `systemctl stop` during activation left the unit failed). Now the hook is cancelled at
+    /// once, the daemon stops, and what started stops cleanly; no start failure is reported.
+    @Test func aStopRequestDuringAWaitingStartStopsAtOnceWithoutAFailedStart() async throws {
+        struct Database: Listener {
+            let name = "db"
+            let log: AsyncRecorder<String>
+            func start(context: ListenerContext) async throws {
+                log.append("db.start")
+                try await Task.sleep(for: .seconds(3600))  // the database never answers
+            }
+            func terminate(reason: TerminationReason, context: ListenerContext) async throws {
+                log.append("db.terminate")
+            }
+        }
+        let log = AsyncRecorder<String>()
+        let notifier = RecordingNotifier()
+        var configuration = ListenerGroup.Configuration(logger: Logger(label: "test"), signals: SignalMap())
+        configuration.notifier = notifier
+        let group = try ListenerGroup(
+            listeners: [RecordingListener("config", log: log), Database(log: log)],
+            configuration: configuration
+        )
+        let running = Task { try await group.run() }
+        try await log.wait { $0.contains("db.start") }
+        let asked = ContinuousClock.now
+        group.requestTermination(.signal(.sigterm))
+        try await running.value
+        #expect(ContinuousClock.now - asked < .seconds(5), "the stop waited for the start budget")
+        #expect(log.values.contains(["db.terminate", "config.terminate"]), "\(log.values)")
+        #expect(
+            !notifier.datagrams.contains { $0.contains("Failed to start") || $0.contains("READY=1") },
+            "\(notifier.datagrams)"
+        )
+    }
 }
 
 @Suite struct ExtendTimeoutTests {
