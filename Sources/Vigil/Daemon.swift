@@ -188,6 +188,7 @@ public struct Daemon: Sendable {
                                 // bounded by that hook's budget).
                                 let stopping = { group.terminationRequested || group.isStopping }
                                 if stopping() { return .stopping }
+                                if !group.hasStarted { return .starting }
                                 if await group.probeHealth(timeout: timeout) { return .healthy }
                                 return stopping() ? .stopping : .unhealthy
                             },

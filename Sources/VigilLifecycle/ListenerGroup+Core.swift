@@ -75,6 +75,8 @@ extension ListenerGroup {
         let observers: [any LifecycleObserver]
         /// Abandoned hooks that still run.
         let abandoned = AbandonedHooks()
+        /// Every listener started (set just before `READY=1`).
+        let hasStarted = Atomic(false)
         let logger: Logger
         let clock: LoopClock
         private let state = Mutex(State.initial(Active(), stop: nil))

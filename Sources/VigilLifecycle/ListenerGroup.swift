@@ -231,6 +231,9 @@ package final class ListenerGroup: Service {
     /// `true` once the group is stopping (it sent `STOPPING=1`, or start-up failed) or stopped.
     package var isStopping: Bool { core.isStopping }
 
+    /// `true` once every listener started and `READY=1` went out (and after, stopping included).
+    package var hasStarted: Bool { core.hasStarted.load(ordering: .acquiring) }
+
     /// Makes a round trip through the mediator and every listener's ``Listener/checkHealth(context:)``.
     ///
     /// - Returns: `true` when the mediator answered within `timeout` and every listener was
@@ -460,6 +463,7 @@ package final class ListenerGroup: Service {
             try await failStart(failed, started: Array(listeners[..<(started - 1)]))
         }
         guard started == listeners.count, !core.terminationRequested else { return Array(listeners[..<started]) }
+        core.hasStarted.store(true, ordering: .releasing)
         core.send(phase: "Running (generation \(core.generation))") { [$0, .ready] }
         metrics.started(generation: core.generation)
         core.observe(.started(generation: core.generation, timeToReady: configuration.clock.now - startedAt))

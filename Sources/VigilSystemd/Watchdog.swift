@@ -98,6 +98,11 @@ package struct Watchdog: Sendable {
         /// Tests/EndToEnd/ready.sh), so that a long graceful drain would be killed with the
         /// watchdog signal; and an error entry for every withheld ping would be a false alarm.
         case stopping
+        /// The daemon has not reported ready yet: no ping and no word this round. systemd arms
+        /// the watchdog once the unit runs (after `READY=1`); before, `TimeoutStartSec=` and the
+        /// start budgets bound the start, and the mediator, busy starting, answers no probe: a
+        /// "health probe failed" entry for each round of a slow start would be a false alarm.
+        case starting
     }
 
     /// Pings until the daemon stops or the task is cancelled: every ``pingInterval``, `probe`,
@@ -138,6 +143,7 @@ package struct Watchdog: Sendable {
             case .healthy: ping()
             case .unhealthy: missed()
             case .stopping: return
+            case .starting: continue
             }
         }
     }

@@ -139,6 +139,45 @@ import VigilTesting
         }
     }
 
+    /// While the daemon starts, the mediator is busy starting and answers no probe: each
+    /// watchdog round of a slow start logged "Health probe failed" with the watchdog-fault
+    /// MESSAGE_ID (a helper's finding), though systemd arms the watchdog only after READY=1.
+    /// Now rounds before READY=1 are skipped quietly, and pings begin after it.
+    @Test func theWatchdogIsQuietWhileTheDaemonStarts() async throws {
+        var handler = InMemoryLogHandler()
+        handler.logLevel = .trace
+        let logger = Logger(label: "t") { [handler] _ in handler }
+        let clock = TestClock()
+        let database = Gate()
+        let pinged = Gate()
+        let running = Task {
+            try await withRunningDaemon(
+                listeners: [RecordingListener("slow", log: AsyncRecorder(), behaviors: ["start": .wait(database)])],
+                watchdogInterval: .seconds(1),
+                logger: logger,
+                clock: clock
+            ) { daemon in
+                // After READY=1, the next round probes and pings.
+                try await clock.waitForSleep(until: .seconds(2))
+                clock.advance(to: .seconds(2))
+                try await daemon.notifier.notifications.wait("a ping after READY=1") { $0.contains([.watchdog]) }
+                pinged.open()
+            }
+        }
+        try await database.waitForWaiters(1)
+        // Three rounds (every 0.5 s) while the start waits: each goes straight to the next.
+        for round in 1...3 {
+            try await clock.waitForSleep(until: .milliseconds(500 * round))
+            clock.advance(to: .milliseconds(500 * round))
+        }
+        try await clock.waitForSleep(until: .seconds(2))
+        database.open()
+        await pinged.wait()
+        try await running.value
+        let errors = handler.entries.filter { $0.level >= .error }.map(\.message.description)
+        #expect(errors.isEmpty, "\(errors)")
+    }
+
     @Test func aFailedStartThrowsItsErrorAtOnce() async throws {
         // The start's own error, not AsyncRecorder.TimedOut from waiting 30 s for a READY=1
         // that never comes (and no wall-clock bound, which a loaded runner can exceed).
