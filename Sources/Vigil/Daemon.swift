@@ -106,7 +106,8 @@ public struct Daemon: Sendable {
     }
 
     /// Runs the daemon until it is told to stop; returns the exit status (0 clean, 1 when start-up
-    /// failed or a listener failed to stop).
+    /// failed or a listener failed to stop). One daemon runs in a process at a time: it owns the
+    /// process's stop and reload signals, and a second one run meanwhile fails to start.
     public func run() async -> Int32 { await run(whenCreated: { _ in }) == nil ? 0 : 1 }
 
     /// `run()` for VigilTesting's `withRunningDaemon`, which drives the group and needs the

@@ -287,7 +287,8 @@ package final class ListenerGroup: Service {
                     if let event = signals.event(for: signal) { core.request(event) }
                 }
         } catch {
-            core.send(phase: "Failed to start: \(error)", alone: true) { [$0, .errno(error.errno)] }
+            let errno = (error as? SignalWatchError)?.errno ?? (error as? SignalAlreadyOwned)?.errno
+            core.send(phase: "Failed to start: \(error)", alone: true) { [$0] + (errno.map { [.errno($0)] } ?? []) }
             core.finish()
             throw ListenerGroupError(.startFailed, sentence("Start-up failed: \(error)"))
         }

@@ -1,11 +1,26 @@
 import Synchronization
 import VigilEventLoop
+import VigilPlatform
+
+/// A signal already has an owner in this process: a second daemon runs in it.
+struct SignalAlreadyOwned: Error, CustomStringConvertible {
+    let signal: ProcessSignal
+
+    /// `EBUSY`, for `ERRNO=`.
+    var errno: Int32 { EBUSY }
+
+    var description: String {
+        "\(signal) already has an owner in this process: a Daemon runs in it already; run one Daemon per "
+            + "process (and do not give its signals to a ServiceGroup too)"
+    }
+}
 
 /// Owns a set of signals for the process: installs their handlers and calls one function for
 /// each delivery.
 ///
 /// There is one owner per signal: creating a second owner for a signal that is already owned
-/// is a programming error and stops the process with a message that says so.
+/// fails with ``SignalAlreadyOwned`` and owns nothing (it stopped the process before, the first
+/// daemon with it).
 ///
 /// - Important: Signal dispositions are process-wide. While an owner exists, nothing else in
 ///   the process may trap its signals (do not also give them to a `ServiceGroup`).
@@ -20,22 +35,20 @@ final class SignalOwner: Sendable {
     /// every handler is installed, so a signal sent afterwards is never lost. `unowned` hears
     /// each signal the loop took and discarded because nobody owns it.
     ///
-    /// - Throws: `SignalWatchError` when the loop's signalfd cannot take one of them; nothing is
-    ///   owned then.
+    /// - Throws: ``SignalAlreadyOwned`` when one of them has an owner already, or
+    ///   `SignalWatchError` when the loop's signalfd cannot take one of them; nothing is owned
+    ///   then.
     init(
         signals: [ProcessSignal],
         unowned: (@Sendable (ProcessSignal) -> Void)? = nil,
         handler: @escaping @Sendable (ProcessSignal) -> Void
-    ) throws(SignalWatchError) {
-        Self.owned.withLock { owned in
-            for signal in signals {
-                precondition(
-                    owned.insert(signal.rawValue).inserted,
-                    "\(signal) already has an owner in this process. Vigil owns each signal once: "
-                        + "do not run two ListenerGroups, and do not give this signal to a ServiceGroup too."
-                )
-            }
+    ) throws {
+        let taken = Self.owned.withLock { owned -> ProcessSignal? in
+            if let taken = signals.first(where: { owned.contains($0.rawValue) }) { return taken }
+            for signal in signals { owned.insert(signal.rawValue) }
+            return nil
         }
+        if let taken { throw SignalAlreadyOwned(signal: taken) }
         self.signals = signals
         var unownedNumber: (@Sendable (Int32) -> Void)?
         if let unowned { unownedNumber = { unowned(ProcessSignal(rawValue: $0)) } }

@@ -79,6 +79,42 @@ import VigilTesting
         group.requestTermination(.requested("test"))
         try await running.value
     }
+
+    /// A second group that asks for a signal the first owns trapped, and killed the first
+    /// daemon with it (a helper's finding: two `Daemon`s in one process). Now its run fails to
+    /// start with the reason, and the first goes on.
+    @Test func aSecondOwnerOfASignalFailsToStartAndTheFirstGoesOn() async throws {
+        var signals = SignalMap()
+        signals[.realTime(5)] = .reload
+        let log = AsyncRecorder<String>()
+        let notifier = RecordingNotifier()
+        let observer = RecordingObserver()
+        let first = try ListenerGroup(
+            listeners: [RecordingListener("first", log: log)],
+            configuration: .init(logger: .init(label: "test"), signals: signals, observers: [observer])
+                .reporting(to: notifier)
+        )
+        let running = Task { try await first.run() }
+        try await notifier.waitForReady()
+        let second = try ListenerGroup(
+            listeners: [RecordingListener("second", log: log)],
+            configuration: .init(logger: .init(label: "test"), signals: signals)
+        )
+        let error = await #expect(throws: ListenerGroupError.self) { try await second.run() }
+        #expect(error?.code == .startFailed)
+        #expect(
+            error?.message
+                == "Start-up failed: \(ProcessSignal.realTime(5)) already has an owner in this process: a Daemon runs in it already; run one Daemon per process (and do not give its signals to a ServiceGroup too).",
+            "\(String(describing: error?.message))"
+        )
+        #expect(!log.values.contains("second.start"))
+        kill(getpid(), ProcessSignal.realTime(5).rawValue)
+        try await observer.kinds.wait {
+            $0.contains { if case .reloadApplied(2, _) = $0 { true } else { false } }
+        }
+        first.requestTermination(.requested("test"))
+        try await running.value
+    }
 }
 
 /// The mediator inside a swift-service-lifecycle `ServiceGroup`, next to a daemon's own service.
