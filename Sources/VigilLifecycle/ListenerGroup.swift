@@ -392,6 +392,8 @@ package final class ListenerGroup: Service {
     private static func reason<Value>(_ outcome: HookOutcome<Value>, budget: String) -> String? {
         switch outcome {
         case .returned: nil
+        case .threw(let error) where error is CancellationError:
+            "threw CancellationError, though the daemon cancelled nothing (a call inside it was cancelled, or it threw one of its own)"
         case .threw(let error): "\(error)"
         case .overran(let duration): "did not finish within its \(budget) budget of \(duration.formatted)"
         case .interrupted: "was cut short by a second stop request"

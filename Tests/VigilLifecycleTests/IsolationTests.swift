@@ -320,6 +320,25 @@ private func failures(_ records: [LifecycleRecord.Kind]) -> [String] {
         }
     }
 
+    /// A hook that threw `CancellationError` by itself was reported as "CancellationError()":
+    /// the reason now says that nothing of the daemon's cancelled it.
+    @Test func aCancellationErrorNobodyAskedForIsNamedSo() async throws {
+        struct Cache: Listener {
+            let name = "cache"
+            func start(context: ListenerContext) async throws { throw CancellationError() }
+        }
+        let group = try ListenerGroup(
+            listeners: [Cache()],
+            configuration: .init(logger: .init(label: "test"), signals: SignalMap())
+        )
+        let error = await #expect(throws: ListenerGroupError.self) { try await group.run() }
+        #expect(
+            error?.message
+                == "Start-up failed: 'cache' threw CancellationError, though the daemon cancelled nothing (a call inside it was cancelled, or it threw one of its own).",
+            "\(String(describing: error?.message))"
+        )
+    }
+
     /// A stop request while a start hook waits (for a database, say) waited out the whole start
     /// budget (30 s by default), then reported a failed start and exit 1 (a helper's finding:
     /// `systemctl stop` during activation left the unit failed). Now the hook is cancelled at
