@@ -26,6 +26,10 @@ struct HookSequence<Step: Sendable, Value: Sendable>: Sendable {
     var extendAfter: Duration? = nil
     /// A second stop request abandons the running hook at once.
     var interruptible = false
+    /// An interrupted hook is given its whole budget to end, not ``ListenerGroup/Core/interruptionGrace``
+    /// (start hooks: one that does not honour the cancellation, such as a state store's open,
+    /// finishes what it began, and its listener stops as one that started).
+    var interruptedKeepsItsBudget = false
     /// Whether `settle` is told how long each hook ran (a clock read before and after each).
     var timed = false
     /// Whether `settle` hears hooks that returned; without, it hears failures only (and every
@@ -337,7 +341,11 @@ extension ListenerGroup.Core {
                     // before the mediator goes on and the daemon exits. A hook that then returns
                     // did all it had to (a final checkpoint written in that moment): no failure.
                     // One that throws was cut short, whatever it says.
-                    await awaitEnd(of: task, within: min(hooks.budget(hooks.steps[index]), Self.interruptionGrace))
+                    let budget = hooks.budget(hooks.steps[index])
+                    await awaitEnd(
+                        of: task,
+                        within: hooks.interruptedKeepsItsBudget ? budget : min(budget, Self.interruptionGrace)
+                    )
                     if let late = walk.lateOutcome, late.returned { outcome = late }
                 }
                 // Still running (it ignores cancellation): counted until it returns.

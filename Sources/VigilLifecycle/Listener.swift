@@ -22,9 +22,9 @@ public protocol Listener: Sendable {
 
     /// Starts the listener. Throwing aborts start-up: listeners already started are stopped in
     /// reverse order and the daemon exits non-zero with this listener's name and the error.
-    /// A stop request while it runs (`systemctl stop` during start-up) cancels it: it has a
-    /// second to return, then the daemon stops (this listener's ``terminate(reason:context:)``
-    /// included) without a failed start.
+    /// A stop request while it runs (`systemctl stop` during start-up) cancels it; it is waited
+    /// for within its start budget, then the daemon stops (this listener's
+    /// ``terminate(reason:context:)`` included) without a failed start.
     func start(context: ListenerContext) async throws
 
     /// Phase one of a reload: check the proposed values (``ReloadTransaction/proposed``) and

@@ -243,10 +243,11 @@ extension ListenerGroup {
                     active.probes.removeAll()
                     state = .initial(active, stop: StopRequest(reason: reason))
                     return true
-                case (.terminate(let reason), _) where reason.signal == nil && Self.stopRequested(state):
+                case (.terminate(let reason), _) where !reason.isFromOutside && Self.stopRequested(state):
                     // A stop the daemon's own code asks for while it stops already (a listener's
                     // terminate, a part that ends then) is the stop under way: only a further
-                    // stop signal (an admin's second SIGTERM, Ctrl-C twice) hurries it.
+                    // request from outside (an admin's second SIGTERM, Ctrl-C twice, the daemon's
+                    // task cancelled) hurries it.
                     return false
                 case (.terminate, .initial(let active, var stop?)):
                     stop.urgent = true

@@ -287,16 +287,26 @@ package final class ListenerGroup: Service {
                     if let event = signals.event(for: signal) { core.request(event) }
                 }
         } catch {
-            let errno = (error as? SignalWatchError)?.errno ?? (error as? SignalAlreadyOwned)?.errno
-            core.send(phase: "Failed to start: \(error)", alone: true) { [$0] + (errno.map { [.errno($0)] } ?? []) }
+            // A second daemon in the process says nothing to the service manager: the unit's
+            // status is the first one's, which runs on.
+            if let errno = (error as? SignalWatchError)?.errno {
+                core.send(phase: "Failed to start: \(error)", alone: true) { [$0, .errno(errno)] }
+            }
             core.finish()
             throw ListenerGroupError(.startFailed, sentence("Start-up failed: \(error)"))
         }
         defer { owner?.release() }
-        try await withTaskCancellationOrGracefulShutdownHandler {
-            try await self.loop(startedAt: startedAt)
-        } onCancelOrGracefulShutdown: { [core] in
-            core.request(.terminate(.requested("shutdown of the service group")))
+        // A graceful shutdown of the service group is a stop request of the daemon's own; a
+        // cancelled task is one from outside: made during a stop, it hurries it, as a second
+        // SIGTERM does.
+        try await withTaskCancellationHandler {
+            try await withGracefulShutdownHandler {
+                try await self.loop(startedAt: startedAt)
+            } onGracefulShutdown: { [core] in
+                core.request(.terminate(.requested("shutdown of the service group")))
+            }
+        } onCancel: { [core] in
+            core.request(.terminate(.cancelled))
         }
     }
 
@@ -343,6 +353,7 @@ package final class ListenerGroup: Service {
         budget: @escaping @Sendable (Step) -> Duration,
         extendAfter: Duration? = nil,
         interruptible: Bool = false,
+        interruptedKeepsItsBudget: Bool = false,
         settlesReturns: Bool = false,
         _ call: @escaping @Sendable (Step) async throws -> Value,
         settle: @escaping @Sendable (Step, HookOutcome<Value>) -> Bool
@@ -353,6 +364,7 @@ package final class ListenerGroup: Service {
                 steps: steps,
                 extendAfter: extendAfter,
                 interruptible: interruptible,
+                interruptedKeepsItsBudget: interruptedKeepsItsBudget,
                 timed: metrics.timesHooks,
                 settlesReturns: settlesReturns,
                 budget: budget,
@@ -426,8 +438,9 @@ package final class ListenerGroup: Service {
         let logger = configuration.logger
         // Start-up commands, then listeners, alike: none once termination is requested, and the
         // first failure stops the walk and is what start-up reports. A stop request cuts the
-        // hook running short (it is cancelled, and given a second to return): the daemon stops
-        // then, its start not failed; the listeners started so far, that one included, stop.
+        // hook running short (it is cancelled, and waited for within its budget: one that
+        // ignores the cancellation finishes what it began): the daemon stops then, its start not
+        // failed; the listeners started so far, that one included, stop.
         func startEach<Step: Sendable>(
             _ steps: [Step],
             name: @escaping @Sendable (Step) -> String,
@@ -441,6 +454,7 @@ package final class ListenerGroup: Service {
                 budget: budget,
                 extendAfter: extend,
                 interruptible: true,
+                interruptedKeepsItsBudget: true,
                 settlesReturns: true,
                 start
             ) { step, outcome in

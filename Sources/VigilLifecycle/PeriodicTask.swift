@@ -40,8 +40,9 @@ public final class PeriodicTask: Sendable {
         var epoch = 0
         /// What ticks follow.
         var clock: LoopClock
-        /// The current loop is running the action.
-        var ticking = false
+        /// The loop whose action runs now (of this epoch or an earlier one), if any: a loop
+        /// that replaces it starts after it, and `stop()` cancels and waits for it too.
+        var runningTick: (epoch: Int, task: Task<Void, Never>)?
     }
 
     /// The task whose action runs in this task, if any: `stop()` from the action must not wait
@@ -79,9 +80,10 @@ public final class PeriodicTask: Sendable {
             if interval == state.interval, state.task != nil || interval <= .zero {
                 return nil  // same interval: keep the phase
             }
+            // The loop replaced is cancelled unless its action runs now: that one ends after
+            // its tick, and the next loop starts after it.
             let previous = state.task.take()
-            // A loop waiting for its next tick is cancelled; one running the action ends after it.
-            let waiting = state.ticking ? nil : previous
+            let waiting = state.runningTick?.epoch == state.epoch ? nil : previous
             state.interval = max(interval, .zero)
             state.epoch += 1
             guard interval > .zero, state.action != nil else {
@@ -97,7 +99,7 @@ public final class PeriodicTask: Sendable {
                 epoch: state.epoch,
                 interval: interval,
                 first: anchor + interval,
-                after: previous
+                after: state.runningTick?.task
             )
             return waiting
         }
@@ -107,17 +109,24 @@ public final class PeriodicTask: Sendable {
     /// Stops ticking and waits until a tick that is running has finished (it is cancelled).
     /// Called from the action, the tick that called it is the last, and it returns at once.
     public func stop() async {
-        // From the action, the loop is left in place (it ends after this tick): a schedule set
-        // later in the same tick then starts after it, never beside it.
-        let fromAction = Self.ticking == ObjectIdentifier(self)
-        let task = state.withLock { state -> Task<Void, Never>? in
+        let (task, tick) = state.withLock { state -> (Task<Void, Never>?, Task<Void, Never>?) in
             state.interval = .zero
             state.anchor = nil
             state.epoch += 1
-            return fromAction ? nil : state.task.take()
+            return (state.task.take(), state.runningTick?.task)
+        }
+        // From the action, the tick ends by itself when the action returns: waiting for it
+        // would wait for ever, and cancelling it would cut the action that asked. A loop that
+        // waits for it is cancelled (it would not tick); a schedule set later in that tick
+        // starts after it.
+        if Self.ticking == ObjectIdentifier(self) {
+            if let task, task != tick { task.cancel() }
+            return
         }
         task?.cancel()
+        tick?.cancel()
         await task?.value
+        await tick?.value
     }
 
     private static func loop(
@@ -143,15 +152,17 @@ public final class PeriodicTask: Sendable {
                     }
                 }
                 let action = owner.state.withLock { state -> (@Sendable () async -> Void)? in
-                    guard state.epoch == epoch, let action = state.action else { return nil }
+                    // `state.task` is this loop: its epoch is current, and `schedule` stored it
+                    // before this loop could take the lock.
+                    guard state.epoch == epoch, let action = state.action, let task = state.task else { return nil }
                     state.anchor = next
-                    state.ticking = true
+                    state.runningTick = (epoch, task)
                     return action
                 }
                 guard let action else { return }
                 await $ticking.withValue(ObjectIdentifier(owner)) { await action() }
                 let current = owner.state.withLock { state -> Bool in
-                    state.ticking = false
+                    if state.runningTick?.epoch == epoch { state.runningTick = nil }
                     return state.epoch == epoch
                 }
                 guard current else { return }

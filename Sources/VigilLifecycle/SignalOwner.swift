@@ -1,13 +1,9 @@
 import Synchronization
 import VigilEventLoop
-import VigilPlatform
 
 /// A signal already has an owner in this process: a second daemon runs in it.
 struct SignalAlreadyOwned: Error, CustomStringConvertible {
     let signal: ProcessSignal
-
-    /// `EBUSY`, for `ERRNO=`.
-    var errno: Int32 { EBUSY }
 
     var description: String {
         "\(signal) already has an owner in this process: a Daemon runs in it already; run one Daemon per "

@@ -3,6 +3,7 @@ public struct TerminationReason: Hashable, Sendable, CustomStringConvertible {
     private enum Wrapped: Hashable, Sendable {
         case signal(ProcessSignal)
         case requested(String)
+        case cancelled
     }
 
     private let wrapped: Wrapped
@@ -15,6 +16,19 @@ public struct TerminationReason: Hashable, Sendable, CustomStringConvertible {
     /// Code asked the daemon to stop, for the reason given.
     package static func requested(_ reason: String) -> Self { Self(.requested(reason)) }
 
+    /// The task that runs the daemon was cancelled (by its embedder, or a `ServiceGroup`
+    /// escalating its shutdown).
+    package static let cancelled = Self(.cancelled)
+
+    /// Whether the request came from outside the daemon's own code (a signal, a cancelled
+    /// task): only such a request, made again during a stop, hurries it.
+    package var isFromOutside: Bool {
+        switch wrapped {
+        case .signal, .cancelled: true
+        case .requested: false
+        }
+    }
+
     /// The signal that asked the daemon to stop, if a signal did.
     public var signal: ProcessSignal? {
         if case .signal(let signal) = wrapped { return signal }
@@ -26,6 +40,7 @@ public struct TerminationReason: Hashable, Sendable, CustomStringConvertible {
         switch wrapped {
         case .signal(let signal): signal.description
         case .requested(let reason): reason
+        case .cancelled: "task cancelled"
         }
     }
 }

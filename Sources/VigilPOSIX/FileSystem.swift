@@ -100,9 +100,11 @@ package enum FileSystem {
     ) -> Result<[UInt8], ReadAllFailure> {
         // Reads into one buffer of the size `fstat` gave and a byte more (so that the call
         // after the last byte sees the end), doubled when the file grew; no zero-filled
-        // staging buffer (a 64 KiB memset was most of a reload's file read).
+        // staging buffer (a 64 KiB memset was most of a reload's file read). A size of 0 is
+        // procfs's and sysfs's "unknown": 4 KiB at once, since a sysctl file answers only the
+        // first read (read 1 byte, then the rest, and `/proc/sys/kernel/overflowuid` was "6").
         let ceiling = limit < Int.max ? max(limit, 0) + 1 : Int.max
-        var capacity = Int(max(0, min(expected, Int64(ceiling - 1)))) + 1
+        var capacity = expected > 0 ? Int(min(expected, Int64(ceiling - 1))) + 1 : min(4096, ceiling)
         var buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 1)
         defer { buffer.deallocate() }
         var count = 0

@@ -136,7 +136,15 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
         let deadline = min(fileTimeout, Self.deadline(within: context.budgets(for: name).start))
         let (path, marker) = (path, marker)
         let opened: Opened
-        switch await BlockingWorker.shared.run(deadline: deadline, { Self.open(path: path, marker: marker) }) {
+        // Not cancellable: a stop requested during start-up waits for the open (within its
+        // deadline), so that what it began (the unclean-shutdown marker) is ended by terminate.
+        // Abandoned on cancellation, the open went on, wrote the marker after a clean stop, and
+        // the next start reported that stop unclean (a reviewer's find).
+        switch await BlockingWorker.shared.run(
+            deadline: deadline,
+            cancellable: false,
+            { Self.open(path: path, marker: marker) }
+        ) {
         case .finished(let result): opened = try result.get()
         case .timedOut:
             throw SystemError(

@@ -120,6 +120,23 @@ public final class StateStore: Sendable {
         }
     }
 
+    /// The uid files of the host's root show in this user namespace when that namespace does not
+    /// map it (`unshare -r`, a rootless container, `PrivateUsers=self`): the kernel's overflow
+    /// uid (65534). `nil` when root is mapped (as on the host). Such a parent is taken for
+    /// root's: from inside, it cannot be told from another unmapped user's.
+    private static let unmappedRoot: uid_t? = {
+        guard let map = try? FileSystem.read("/proc/self/uid_map", limit: 1 << 16) else { return nil }
+        for line in String(decoding: map, as: UTF8.self).split(separator: "\n") {
+            let fields = line.split(separator: " ").compactMap { UInt64($0) }
+            // inside, outside, count: host root (outside 0) mapped in this namespace.
+            if fields.count == 3, fields[1] == 0, fields[2] > 0 { return nil }
+        }
+        let overflow = (try? FileSystem.read("/proc/sys/kernel/overflowuid", limit: 64)).flatMap {
+            uid_t(String(decoding: $0, as: UTF8.self).split(separator: "\n").first ?? "")
+        }
+        return overflow ?? 65_534
+    }()
+
     /// Refuses a directory above `directory` (as written, and as resolved) that a user other
     /// than `caller` or root owns, or that group or others may write in without the sticky bit.
     private static func checkParents(of directory: String, caller: uid_t) throws(SystemError) {
@@ -143,7 +160,7 @@ public final class StateStore: Sendable {
         var info = stat()
         guard stat(parent, &info) == 0 else { return }  // the directory's own check names it
         let problem: String
-        if info.st_uid != caller && info.st_uid != 0 {
+        if info.st_uid != caller && info.st_uid != 0 && info.st_uid != unmappedRoot {
             problem = "is owned by uid \(info.st_uid), not by this process (uid \(caller)) or root"
         } else if info.st_mode & (S_IWOTH | S_IWGRP) != 0 && info.st_mode & S_ISVTX == 0 {
             let who = info.st_mode & S_IWOTH != 0 ? "anyone" : "its group (gid \(info.st_gid))"

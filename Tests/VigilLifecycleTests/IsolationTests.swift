@@ -320,6 +320,40 @@ private func failures(_ records: [LifecycleRecord.Kind]) -> [String] {
         }
     }
 
+    /// Cancelling the task that runs the daemon while it stops (an embedder giving up, a
+    /// `ServiceGroup` escalating its shutdown) hurries the stop as a second SIGTERM does; a
+    /// reviewer saw it dropped once stop requests from code stopped counting as second ones.
+    @Test func cancellingTheDaemonsTaskDuringAStopHurriesIt() async throws {
+        struct Slow: Listener {
+            let name = "slow"
+            let log: AsyncRecorder<String>
+            func terminate(reason: TerminationReason, context: ListenerContext) async throws {
+                log.append("slow.terminate")
+                let cut = Gate()
+                await withTaskCancellationHandler {
+                    await cut.wait()
+                } onCancel: {
+                    log.append("slow.cut")
+                    cut.open()
+                }
+                try Task.checkCancellation()
+            }
+        }
+        let log = AsyncRecorder<String>()
+        let group = try ListenerGroup(
+            listeners: [Slow(log: log)],
+            configuration: .init(logger: .init(label: "test"), signals: SignalMap())
+        )
+        let running = Task { try await group.run() }
+        try await poll(until: "the start") { group.hasStarted }
+        group.requestTermination(.requested("test finished"))
+        try await log.wait { $0.contains("slow.terminate") }
+        running.cancel()
+        let error = await #expect(throws: ListenerGroupError.self) { try await running.value }
+        #expect(error?.message == "Stopped with errors: 'slow' was cut short by a second stop request")
+        #expect(log.values == ["slow.terminate", "slow.cut"])
+    }
+
     /// A hook that threw `CancellationError` by itself was reported as "CancellationError()":
     /// the reason now says that nothing of the daemon's cancelled it.
     @Test func aCancellationErrorNobodyAskedForIsNamedSo() async throws {

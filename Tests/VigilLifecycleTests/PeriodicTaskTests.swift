@@ -157,10 +157,112 @@ import VigilTesting
         #expect(log.values == ["old at 0.1 seconds", "new at 0.2 seconds"])
     }
 
+    /// A tick that waits at `gate` and records when it is cancelled; `schedules` runs inside
+    /// the first tick, before it waits (a reload changing the interval meanwhile).
+    private static func gatedFirstTick(
+        _ task: PeriodicTask,
+        gate: Gate,
+        log: AsyncRecorder<String>,
+        running: Overlap,
+        schedules: @escaping @Sendable () -> Void
+    ) -> @Sendable () async -> Void {
+        let count = Mutex(0)
+        return {
+            let tick = count.withLock { count in
+                count += 1
+                return count
+            }
+            running.enter()
+            log.append("tick \(tick) begins")
+            if tick == 1 {
+                schedules()
+                await withTaskCancellationHandler {
+                    await gate.wait()
+                } onCancel: {
+                    log.append("tick 1 cancelled")
+                }
+            }
+            running.leave()
+            log.append("tick \(tick) ends")
+        }
+    }
+
+    /// Reviewer's cases: interval changes during one tick. Turned off and on again: the new
+    /// loop started beside the running tick (two at once); changed twice: the middle loop slept
+    /// out its hour, and `stop()` with it.
+    @Test func intervalChangesDuringATickNeverRunTwoTicksAtOnceOrHangTheStop() async throws {
+        for changes in [[Duration.zero, .milliseconds(50)], [.seconds(3600), .milliseconds(50)]] {
+            let clock = TestClock()
+            let task = PeriodicTask(clock: clock.loopClock)
+            let (gate, log, running) = (Gate(), AsyncRecorder<String>(), Overlap())
+            task.schedule(
+                every: .milliseconds(100),
+                Self.gatedFirstTick(task, gate: gate, log: log, running: running) {
+                    for interval in changes { task.schedule(every: interval) }
+                }
+            )
+            try await clock.waitForSleep(until: .milliseconds(100))
+            clock.advance(to: .milliseconds(100))
+            try await gate.waitForWaiters(1)
+            clock.advance(to: .milliseconds(150))  // the new schedule's first tick is due
+            gate.open()
+            try await log.wait(timeout: .seconds(10), "tick 2 (\(changes))") { $0.contains("tick 2 ends") }
+            let stopped = AsyncRecorder<Bool>()
+            Task {
+                await task.stop()
+                stopped.append(true)
+            }
+            try await stopped.wait(timeout: .seconds(10), "stop() (\(changes))") { !$0.isEmpty }
+            #expect(log.values == ["tick 1 begins", "tick 1 ends", "tick 2 begins", "tick 2 ends"], "\(changes)")
+            #expect(running.most == 1, "two ticks ran at once (\(changes))")
+        }
+    }
+
+    /// Reviewer's cases: `stop()` from outside after the interval changed during a tick (to
+    /// zero, or to another) returned before the tick ended, or did not cancel it. It cancels
+    /// the running tick and waits for it.
+    @Test func stopAfterAnIntervalChangeDuringATickCancelsAndWaitsForIt() async throws {
+        for change in [Duration.zero, .milliseconds(300)] {
+            let clock = TestClock()
+            let task = PeriodicTask(clock: clock.loopClock)
+            let (gate, log, running) = (Gate(), AsyncRecorder<String>(), Overlap())
+            task.schedule(
+                every: .milliseconds(100),
+                Self.gatedFirstTick(task, gate: gate, log: log, running: running) { task.schedule(every: change) }
+            )
+            try await clock.waitForSleep(until: .milliseconds(100))
+            clock.advance(to: .milliseconds(100))
+            try await gate.waitForWaiters(1)
+            let stopping = Task {
+                await task.stop()
+                log.append("stop returned")
+            }
+            try await log.wait(timeout: .seconds(10), "the tick cancelled (\(change))") {
+                $0.contains("tick 1 cancelled")
+            }
+            gate.open()
+            await stopping.value
+            #expect(log.values == ["tick 1 begins", "tick 1 cancelled", "tick 1 ends", "stop returned"], "\(change)")
+        }
+    }
+
     @Test func anAbsurdIntervalDoesNotTrap() async {
         let task = PeriodicTask()
         task.schedule(every: .seconds(Int64.max)) {}
         #expect(task.interval > .seconds(3_000_000_000))
         await task.stop()
     }
+}
+
+/// How many ticks run at once, and the most that did.
+private final class Overlap: Sendable {
+    private let state = Mutex((now: 0, most: 0))
+    var most: Int { state.withLock { $0.most } }
+    func enter() {
+        state.withLock { state in
+            state.now += 1
+            state.most = max(state.most, state.now)
+        }
+    }
+    func leave() { state.withLock { $0.now -= 1 } }
 }

@@ -96,9 +96,10 @@ import VigilTesting
         )
         let running = Task { try await first.run() }
         try await notifier.waitForReady()
+        let secondNotifier = RecordingNotifier()
         let second = try ListenerGroup(
             listeners: [RecordingListener("second", log: log)],
-            configuration: .init(logger: .init(label: "test"), signals: signals)
+            configuration: .init(logger: .init(label: "test"), signals: signals).reporting(to: secondNotifier)
         )
         let error = await #expect(throws: ListenerGroupError.self) { try await second.run() }
         #expect(error?.code == .startFailed)
@@ -108,6 +109,8 @@ import VigilTesting
             "\(String(describing: error?.message))"
         )
         #expect(!log.values.contains("second.start"))
+        // Nothing to the service manager: the unit's status is the first daemon's (a reviewer's point).
+        #expect(secondNotifier.datagrams.isEmpty, "\(secondNotifier.datagrams)")
         kill(getpid(), ProcessSignal.realTime(5).rawValue)
         try await observer.kinds.wait {
             $0.contains { if case .reloadApplied(2, _) = $0 { true } else { false } }

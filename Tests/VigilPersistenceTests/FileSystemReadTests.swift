@@ -19,6 +19,14 @@ import VigilTesting
 
     private let content = (0..<50_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
 
+    /// A sysctl file reports size 0 and answers only the first read: read a byte at a time, it
+    /// gave "6" for "65534\n" (the state directory's check of a user namespace misread the
+    /// overflow uid so). Its whole text comes in one read now.
+    @Test func aSysctlFileIsReadWhole() throws {
+        let text = String(decoding: try FileSystem.read("/proc/sys/kernel/pid_max", limit: 64), as: UTF8.self)
+        #expect(text.hasSuffix("\n") && Int(text.dropLast()).map { $0 >= 301 } == true, "\(text)")
+    }
+
     @Test(arguments: [0, 1, 100, 49_999, 50_000, 50_001, 1 << 20])
     func returnsEveryByteWhateverSizeItWasTold(expected: Int) throws {
         let descriptor = try pipeHolding(content)

@@ -265,6 +265,30 @@ private struct HangFS {
         try await fs.remove()
     }
 
+    /// A stop requested while the state file opens (on a slow file system) cut the start short,
+    /// and the open, going on on its thread, wrote the unclean-shutdown marker after the clean
+    /// stop: the next start said unclean (a reviewer's find). The open is waited for now, and
+    /// the listener stops as one that started: its checkpoint written, its marker removed.
+    @Test func aStopRequestedWhileTheStateFileOpensEndsTheMarkerItBegan() async throws {
+        let (_, source, fs) = try await HangFS.servingStateDirectory()
+        TextFile.write(source + "/state/state.json", #"{"formatVersion": 1}"#)
+        let path = fs.mountpoint + "/state/state.json"
+        let persistence = PersistenceListener<SampleConfiguration>(path: path) { _ in .zero }
+        let group = try ListenerGroup(
+            listeners: [ConfigurationListener<SampleConfiguration>(source: .embeddedDefault), persistence],
+            configuration: .init(logger: Logger(label: "test"), signals: SignalMap())
+        )
+        fs.hang("open")
+        let running = Task { try await group.run() }
+        try await fs.awaitHung("open")
+        group.requestTermination(.signal(.sigterm))
+        fs.answer("open")
+        try await running.value
+        try await poll(until: "no open left on a helper thread") { BlockingWorker.shared.stuckThreads == 0 }
+        #expect(access(source + "/state/state.json.running", F_OK) != 0, "a clean stop leaves no marker")
+        try await fs.remove()
+    }
+
     /// The same when the final checkpoint misses its deadline: the stop fails with what was
     /// lost, and the write that ends later on its thread leaves the marker.
     @Test func aFinalCheckpointThatMissesItsDeadlineLeavesTheMarker() async throws {
