@@ -337,6 +337,10 @@ package enum StandardError {
     }
 
     private static let state = Mutex(State())
+    /// Descriptor 2 once it was found to be a regular file or `/dev/null` (written whole,
+    /// blocking): lines then go straight to it, without the lock. -1 until then, or when lines
+    /// go through ``DroppingLineWriter``.
+    private static let blocking = Atomic<Int32>(-1)
 
     /// The warning that follows lines dropped.
     package static func droppedNotice(_ count: Int) -> String {
@@ -347,6 +351,11 @@ package enum StandardError {
     /// Writes `bytes` (whole lines); when lines were dropped before, first the line `notice`
     /// makes from their count.
     package static func write(_ bytes: [UInt8], notice: (Int) -> [UInt8]) {
+        let descriptor = blocking.load(ordering: .relaxed)
+        if descriptor >= 0 {
+            _ = bytes.withUnsafeBytes { SystemCall.writeAll($0, to: descriptor) }
+            return
+        }
         state.withLock { state in
             let target = state.target ?? resolve(&state)
             if case .blocking(let descriptor) = target {
@@ -380,6 +389,7 @@ package enum StandardError {
             }
         }
         state.target = target
+        if case .blocking(let descriptor) = target { blocking.store(descriptor, ordering: .relaxed) }
         return target
     }
 }
