@@ -18,6 +18,13 @@ enum DependencyOrder {
         var index: [String: Int] = [:]
         for (position, item) in items.enumerated() {
             let itemName = name(item)
+            // Logs, errors, `STATUS=` and other listeners' dependencies name a listener by it.
+            if itemName.isEmpty {
+                throw ListenerGroupError(
+                    .unnamedListener,
+                    "Listener \(position + 1) of \(items.count) has an empty name. Give each listener a name: logs, errors and dependencies use it."
+                )
+            }
             if index.updateValue(position, forKey: itemName) != nil {
                 throw ListenerGroupError(
                     .duplicateListener,

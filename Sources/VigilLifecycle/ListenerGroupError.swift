@@ -17,6 +17,8 @@ package struct ListenerGroupError: Error, Hashable, CustomStringConvertible {
         case stopFailed
         /// `run()` was called twice.
         case alreadyRunning
+        /// A listener's name is empty.
+        case unnamedListener
     }
 
     /// The kind of error.

@@ -61,6 +61,22 @@ import VigilTesting
         #expect(error?.code == .duplicateListener)
     }
 
+    /// An empty name was accepted, and logs read "Failed to start:  …" (a helper's note).
+    @Test func anEmptyNameIsAnError() throws {
+        let log = AsyncRecorder<String>()
+        let error = #expect(throws: ListenerGroupError.self) {
+            try ListenerGroup(
+                listeners: [RecordingListener("x", log: log), RecordingListener("", log: log)],
+                configuration: .init(logger: .init(label: "test"))
+            )
+        }
+        #expect(error?.code == .unnamedListener)
+        #expect(
+            error?.message
+                == "Listener 2 of 2 has an empty name. Give each listener a name: logs, errors and dependencies use it."
+        )
+    }
+
     @Test func aCompositeActsAsOneListener() async throws {
         let log = AsyncRecorder<String>()
         let storage = try CompositeListener(
