@@ -102,8 +102,9 @@ public final class ListenerContext: Sendable {
 
     /// Asks the mediator to stop the daemon, as a stop signal would.
     ///
-    /// While the daemon stops already it does nothing: only a further stop *signal* (an admin's
-    /// second `SIGTERM`, Ctrl-C twice) cuts the stop short, so a listener may call this from its
+    /// While the daemon stops already it does nothing: only a further request from outside (an
+    /// admin's second `SIGTERM`, Ctrl-C twice, the daemon's task cancelled) cuts the stop short,
+    /// so a listener may call this from its
     /// `terminate` (a shared shutdown path) without cutting itself or the listeners after it.
     /// Called from `start`, it cancels that start hook, as any stop request during start-up does.
     public func requestTermination(_ reason: String) {

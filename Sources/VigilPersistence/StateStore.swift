@@ -142,8 +142,10 @@ public final class StateStore: Sendable {
     private static func checkParents(of directory: String, caller: uid_t) throws(SystemError) {
         var paths = [directory]
         if let resolved = realpath(directory, nil) {
-            paths.append(String(cString: resolved))
+            // Without a link on the way it is the same path: its parents are checked once.
+            let path = String(cString: resolved)
             free(resolved)
+            if path != directory { paths.append(path) }
         }
         for path in paths where path.hasPrefix("/") {
             let components = path.split(separator: "/")
