@@ -87,14 +87,13 @@ public struct Daemon: Sendable {
         identifier: String,
         version: String,
         listeners: [any Listener],
-        startupCommands: [any StartupCommand] = [],
         values: ValueStore = ValueStore(),
         logging: DaemonLogging
     ) {
         self.identifier = identifier
         self.version = version
         self.listeners = listeners
-        self.startupCommands = startupCommands
+        self.startupCommands = []
         self.values = values
         self.logging = logging
         self.signals = .default

@@ -1,10 +1,10 @@
-/// One ordered start-up step that runs before any listener starts (the command pattern; a
-/// ``StartupStep`` is one made from a closure, the usual way to write one):
-/// load the configuration, open the state store, …
+/// One ordered start-up step that runs before any listener starts: the daemon's own (its
+/// directories and locks, before the configuration is read). A daemon author's work at start is
+/// a listener's `start`, which its dependencies order.
 ///
 /// A step that throws or overruns its budget aborts start-up: the daemon exits non-zero with
 /// the step's name and the reason.
-public protocol StartupCommand: Sendable {
+package protocol StartupCommand: Sendable {
     /// A name for logs and errors.
     var name: String { get }
 
@@ -13,15 +13,15 @@ public protocol StartupCommand: Sendable {
 }
 
 /// A ``StartupCommand`` made from a closure: `StartupStep("load configuration") { context in … }`.
-public struct StartupStep: StartupCommand {
-    public let name: String
+package struct StartupStep: StartupCommand {
+    package let name: String
     private let body: @Sendable (ListenerContext) async throws -> Void
 
     /// Creates a step named `name` that runs `body`.
-    public init(_ name: String, _ body: @escaping @Sendable (ListenerContext) async throws -> Void) {
+    package init(_ name: String, _ body: @escaping @Sendable (ListenerContext) async throws -> Void) {
         self.name = name
         self.body = body
     }
 
-    public func run(context: ListenerContext) async throws { try await body(context) }
+    package func run(context: ListenerContext) async throws { try await body(context) }
 }

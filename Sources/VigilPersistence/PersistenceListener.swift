@@ -79,7 +79,7 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
             try StateStore.checkOwnership(of: directory)
             let existed = !FileSystem.isAbsent(path)
             let store = try StateStore(path: path)
-            let previous = try marker.begin(dataExisted: existed)
+            let previous = try marker.beginReading(dataExisted: existed)
             return Opened(store: store, previous: previous)
         }
     }

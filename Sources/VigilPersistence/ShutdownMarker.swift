@@ -19,8 +19,8 @@ import VigilPlatform
 ///     var previousShutdownClean: Bool? { marker.previousShutdownClean }
 ///
 ///     func start(context: ListenerContext) async throws {
-///         let previous = try marker.begin(dataExisted: access(databasePath, F_OK) == 0)  // before the store opens
-///         if !previous.clean { context.logger.warning("the previous run did not stop cleanly") }
+///         let clean = try marker.begin(dataExisted: access(databasePath, F_OK) == 0)  // before the store opens
+///         if clean == false { context.logger.warning("the previous run did not stop cleanly") }
 ///         …
 ///     }
 ///
@@ -31,16 +31,23 @@ import VigilPlatform
 /// }
 /// ```
 public final class ShutdownMarker: ShutdownHistory {
-    /// How the previous run ended, as ``begin(dataExisted:)`` found it.
-    public struct Previous: Sendable, Equatable {
+    /// How the previous run ended, as ``begin(dataExisted:)`` found it, with the pid the
+    /// marker held (PersistenceListener's warning names it).
+    package struct Previous: Sendable, Equatable {
         /// `false` when the marker was there: the previous run did not stop cleanly.
-        public var clean: Bool
+        package var clean: Bool
         /// What the marker recorded (the pid; escaped, at most 64 bytes read); `nil` when clean.
-        public var pid: String?
+        package var pid: String?
         /// No marker and no data from an earlier run (``begin(dataExisted:)``): nothing ran
         /// before, so nothing is known of a previous stop (`clean` is then `true`: no run was
         /// cut short).
-        public var firstRun: Bool = false
+        package var firstRun: Bool = false
+
+        package init(clean: Bool, pid: String?, firstRun: Bool = false) {
+            self.clean = clean
+            self.pid = pid
+            self.firstRun = firstRun
+        }
     }
 
     /// The marker file.
@@ -66,8 +73,16 @@ public final class ShutdownMarker: ShutdownHistory {
     ///   was there before this run. Without it and without a marker, this is the first run:
     ///   ``previousShutdownClean`` is then `nil` (unknown), not `true` (before, a daemon's very
     ///   first start said "previous stop: clean").
+    /// - Returns: what ``previousShutdownClean`` says from now on: `false` when the previous run
+    ///   did not stop cleanly, `nil` on a first run.
     @discardableResult
-    public func begin(dataExisted: Bool = true) throws -> Previous {
+    public func begin(dataExisted: Bool = true) throws -> Bool? {
+        let previous = try beginReading(dataExisted: dataExisted)
+        return previous.firstRun ? nil : previous.clean
+    }
+
+    /// ``begin(dataExisted:)``, returning what the marker held as well.
+    package func beginReading(dataExisted: Bool = true) throws -> Previous {
         let absent = FileSystem.isAbsent(path)
         var previous = Previous(clean: absent, pid: nil, firstRun: absent && !dataExisted)
         if !previous.clean {

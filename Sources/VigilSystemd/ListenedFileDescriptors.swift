@@ -3,12 +3,12 @@ import VigilPOSIX
 import VigilPlatform
 
 /// One file descriptor passed by socket activation (`sd_listen_fds_with_names(3)`).
-public struct ListenedFileDescriptor: Sendable, Hashable {
+package struct ListenedFileDescriptor: Sendable, Hashable {
     /// The descriptor, already open in this process (from 3 upwards).
-    public let fileDescriptor: Int32
+    package let fileDescriptor: Int32
     /// Its `FileDescriptorName=` (default: the socket unit's name; `unknown` when systemd sent
     /// no names).
-    public let name: String
+    package let name: String
 
     /// A descriptor under a name, as systemd passes it (tests and the test kit make these).
     package init(fileDescriptor: Int32, name: String) {
@@ -33,7 +33,7 @@ extension ListenedFileDescriptor {
     ///   are not what systemd sets, `notOpen` when an announced descriptor is not open.
     /// - Important: Reads and changes the process environment; call it early in `main`, before
     ///   other threads read the environment.
-    public static func adopt(unsetEnvironment: Bool = true) throws(SystemdError) -> [ListenedFileDescriptor] {
+    package static func adopt(unsetEnvironment: Bool = true) throws(SystemdError) -> [ListenedFileDescriptor] {
         try SocketActivation.passed(unsetEnvironment: unsetEnvironment)
     }
 

@@ -55,7 +55,7 @@ public struct ListeningSocket: Sendable, Hashable {
         case ipv6(host: String, port: UInt16)
         /// A path, or `@name` in the abstract namespace; empty when unnamed.
         case unix(path: String)
-        /// A family Vigil does not decode (only from ``ListeningSocket/adopt(_:for:)``, never
+        /// A family Vigil does not decode (only from `ListeningSocket.adopt(_:for:)`, never
         /// after the family check passed).
         case other(family: Int32)
 
@@ -90,7 +90,7 @@ public struct ListeningSocket: Sendable, Hashable {
     /// Adopts the socket systemd passed under `name`, else binds and listens on `address`.
     ///
     /// The first call in the process reads `LISTEN_PID`, `LISTEN_FDS` and `LISTEN_FDNAMES`
-    /// (see ``ListenedFileDescriptor/adopt(unsetEnvironment:)``) and removes them, so children
+    /// (see `sd_listen_fds_with_names(3)`) and removes them, so children
     /// do not inherit them; `NOTIFY_SOCKET` is never touched. Then:
     /// - systemd passed nothing: `address` is bound (`SO_REUSEADDR`, `FD_CLOEXEC`) and listened on;
     /// - systemd passed exactly one descriptor named `name`: it is checked and adopted;
@@ -127,9 +127,9 @@ public struct ListeningSocket: Sendable, Hashable {
 
     /// Adopts the descriptor named `name` from `passed`, else binds `address`: the same rules as
     /// ``init(name:orBind:backlog:)``, for a list the caller got from
-    /// ``ListenedFileDescriptor/adopt(unsetEnvironment:)`` (or made, in a test). Does not
+    /// `sd_listen_fds_with_names(3)` (or made, in a test). Does not
     /// remember what was adopted.
-    public init(
+    package init(
         name: String,
         from passed: [ListenedFileDescriptor],
         orBind address: Address,
@@ -194,12 +194,12 @@ extension ListeningSocket {
     /// sets `FD_CLOEXEC` on it and adopts it.
     ///
     /// - Parameters:
-    ///   - descriptor: a descriptor systemd passed (``ListenedFileDescriptor/adopt(unsetEnvironment:)``).
+    ///   - descriptor: a descriptor systemd passed (`sd_listen_fds_with_names(3)`).
     ///   - address: what the daemon would bind without socket activation; only its kind (TCP or
     ///     Unix) is checked, and it appears in the messages as the `ListenStream=` to write.
     /// - Throws: ``SystemdError`` with code `notOpen`, `notASocket`, `notAStreamSocket`,
     ///   `notListening` or `wrongFamily`.
-    public static func adopt(
+    package static func adopt(
         _ descriptor: ListenedFileDescriptor,
         for address: Address
     ) throws(SystemdError) -> ListeningSocket {

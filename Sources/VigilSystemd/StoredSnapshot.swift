@@ -92,7 +92,7 @@ public enum StoredSnapshot {
     /// The snapshot systemd passed back under `name` (`LISTEN_FDS`, `LISTEN_FDNAMES`), read
     /// and closed; `nil` when none was passed (the first start, or after `systemctl stop`).
     ///
-    /// - Important: Reads the socket-activation variables as ``ListenedFileDescriptor/adopt(unsetEnvironment:)``
+    /// - Important: Reads the socket-activation variables as `sd_listen_fds_with_names(3)`
     ///   does (and unsets them); a snapshot can be restored once per process.
     /// - Throws: ``SystemdError`` with code `invalid` when what came under `name` is not
     ///   a snapshot (not a regular file, not sealed, too large, unreadable); `invalidName`;

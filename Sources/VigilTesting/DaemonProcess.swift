@@ -47,7 +47,7 @@ public final class DaemonProcess: Sendable {
         environment: [String: String] = [:],
         inheritEnvironment: Bool = true,
         outputPath: String? = nil,
-        listenFileDescriptors: [ListenedFileDescriptor] = [],
+        listenFileDescriptors: [(fileDescriptor: Int32, name: String)] = [],
         ownProcessGroup: Bool = false
     ) throws {
         var merged: [String: String] = [:]

@@ -13,7 +13,7 @@ import VigilEventLoop
 /// }
 /// ```
 ///
-/// Pass it to ``withRunningDaemon(listeners:startupCommands:budgets:watchdogInterval:values:logger:clock:_:)``
+/// Pass it to ``withRunningDaemon(listeners:budgets:watchdogInterval:values:logger:clock:_:)``
 /// to run a daemon's budgets, probe timeouts, watchdog rounds and periodic tasks on it.
 ///
 /// Time starts at zero. Sleepers whose deadline comes are woken in deadline order; what they

@@ -1,7 +1,7 @@
 import Logging
 import Vigil
 
-/// A ``Vigil/Daemon`` running in this process, wired to recorders, as ``withRunningDaemon(listeners:startupCommands:budgets:watchdogInterval:values:logger:clock:_:)`` hands it to a test.
+/// A ``Vigil/Daemon`` running in this process, wired to recorders, as ``withRunningDaemon(listeners:budgets:watchdogInterval:values:logger:clock:_:)`` hands it to a test.
 public struct RunningDaemon: Sendable {
     /// The daemon's running mediator (the package's own tests drive it directly).
     package let group: ListenerGroup
@@ -35,7 +35,6 @@ public struct StoppedBeforeReady: Error, CustomStringConvertible {
 /// budgets, probe timeouts, watchdog rounds and periodic tasks on time the test advances by hand.
 public func withRunningDaemon<Result: Sendable>(
     listeners: [any Listener],
-    startupCommands: [any StartupCommand] = [],
     budgets: ListenerBudgets = ListenerBudgets(),
     watchdogInterval: Duration? = nil,
     values: ValueStore = ValueStore(),
@@ -50,7 +49,6 @@ public func withRunningDaemon<Result: Sendable>(
         identifier: "vigil-test",
         version: "test",
         listeners: listeners,
-        startupCommands: startupCommands,
         values: values,
         logging: DaemonLogging(levelControl: LogLevelControl(), logger: logger, destination: .syslogPrefixedStderr)
     )

@@ -151,10 +151,17 @@ private func failures(_ records: [LifecycleRecord.Kind]) -> [String] {
             }
         }
         let heard = AsyncRecorder<String>()
-        try await withRunningDaemon(
+        let group = try ListenerGroup(
             listeners: [Greeter(heard: heard)],
-            startupCommands: [StartupStep("load greeting") { $0.values[Greeting.self] = "hello" }]
-        ) { _ in }
+            startupCommands: [StartupStep("load greeting") { $0.values[Greeting.self] = "hello" }],
+            configuration: .init(logger: .init(label: "test"), signals: SignalMap())
+        )
+        try await withThrowingTaskGroup { tasks in
+            tasks.addTask { try await group.run() }
+            try await heard.wait("the greeting") { !$0.isEmpty }
+            group.requestTermination(.requested("test"))
+            try await tasks.waitForAll()
+        }
         #expect(heard.values == ["hello"])
     }
 

@@ -117,24 +117,28 @@ import VigilTesting
         let path = Self.scratch()
         let marker = ShutdownMarker(path: path + "/db.running")
         #expect(marker.previousShutdownClean == nil, "unknown before begin()")
-        #expect(try marker.begin() == .init(clean: true, pid: nil))
+        #expect(try marker.beginReading() == .init(clean: true, pid: nil))
         #expect(marker.previousShutdownClean == true)
         // The run ends without end(): a crash.
         let next = ShutdownMarker(path: path + "/db.running")
-        #expect(try next.begin() == .init(clean: false, pid: "\(getpid())"))
+        #expect(try next.beginReading() == .init(clean: false, pid: "\(getpid())"))
         #expect(next.previousShutdownClean == false)
         try next.end()
         #expect(FileSystem.isAbsent(path + "/db.running"))
-        #expect(try ShutdownMarker(path: path + "/db.running").begin().clean)
+        #expect(try ShutdownMarker(path: path + "/db.running").begin() == true)
         unlink(path + "/db.running")
         // No marker and no data from before: a first run, of whose previous stop nothing is known.
         let first = ShutdownMarker(path: path + "/db.running")
-        #expect(try first.begin(dataExisted: false) == .init(clean: true, pid: nil, firstRun: true))
+        #expect(try first.beginReading(dataExisted: false) == .init(clean: true, pid: nil, firstRun: true))
         #expect(first.previousShutdownClean == nil, "a first start is not a clean previous stop")
         // A marker left there says unclean whatever the data.
         let after = ShutdownMarker(path: path + "/db.running")
-        #expect(try after.begin(dataExisted: false) == .init(clean: false, pid: "\(getpid())"))
+        #expect(try after.beginReading(dataExisted: false) == .init(clean: false, pid: "\(getpid())"))
         #expect(after.previousShutdownClean == false)
+        unlink(path + "/db.running")
+        // What a daemon author's begin returns: what previousShutdownClean says from then on.
+        #expect(try ShutdownMarker(path: path + "/db.running").begin(dataExisted: false) == nil)
+        #expect(try ShutdownMarker(path: path + "/db.running").begin(dataExisted: false) == false)
         unlink(path + "/db.running")
         rmdir(path)
     }

@@ -19,7 +19,7 @@ import VigilTesting
             executable: Probe.path,
             arguments: ["emfile", "0", "--emfile"],
             outputPath: output,
-            listenFileDescriptors: [ListenedFileDescriptor(fileDescriptor: socket.fileDescriptor, name: "emfile")]
+            listenFileDescriptors: [(fileDescriptor: socket.fileDescriptor, name: "emfile")]
         )
         let log = { TextFile.read(output) ?? "" }
         try await poll(until: "the probe lowered its RLIMIT_NOFILE, or failed") {

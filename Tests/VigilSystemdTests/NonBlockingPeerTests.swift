@@ -311,7 +311,7 @@ extension NotifierTests {
         let probe = try NotifyProbe(
             ["burst=100", "store=web", "send=READY=1", "drain"],
             environment: ["NOTIFY_SOCKET": peer.path],
-            listenFileDescriptors: [ListenedFileDescriptor(fileDescriptor: socket.fileDescriptor, name: "web")]
+            listenFileDescriptors: [(fileDescriptor: socket.fileDescriptor, name: "web")]
         )
         // The probe closes its socket after the store: from here only the queued duplicate
         // keeps the socket alive until it is sent.

@@ -17,7 +17,7 @@ struct NotifyProbe {
     init(
         _ actions: [String],
         environment: [String: String] = [:],
-        listenFileDescriptors: [ListenedFileDescriptor] = [],
+        listenFileDescriptors: [(fileDescriptor: Int32, name: String)] = [],
         executable: String? = nil,
         arguments: [String] = [],
         outputPath: String? = nil,
@@ -130,7 +130,7 @@ struct NotifyProbe {
         let probe = try NotifyProbe(
             ["store=web", "send=READY=1"],
             environment: ["NOTIFY_SOCKET": fake.path],
-            listenFileDescriptors: [ListenedFileDescriptor(fileDescriptor: socket.fileDescriptor, name: "web")]
+            listenFileDescriptors: [(fileDescriptor: socket.fileDescriptor, name: "web")]
         )
         // The socket stays open and usable in the probe after the store.
         #expect(try await probe.reports(2) == ["stored=true open=true", "sent"])
@@ -147,7 +147,7 @@ struct NotifyProbe {
         defer { socket.close() }
         let probe = try NotifyProbe(
             ["store=web"],
-            listenFileDescriptors: [ListenedFileDescriptor(fileDescriptor: socket.fileDescriptor, name: "web")]
+            listenFileDescriptors: [(fileDescriptor: socket.fileDescriptor, name: "web")]
         )
         #expect(try await probe.reports(1) == ["stored=false open=true"])
         #expect(try await probe.process.waitForExit() == 0)
@@ -159,7 +159,7 @@ struct NotifyProbe {
         let probe = try NotifyProbe(
             ["store=web"],
             environment: ["NOTIFY_SOCKET": "/nonexistent/vigil/notify.sock"],
-            listenFileDescriptors: [ListenedFileDescriptor(fileDescriptor: socket.fileDescriptor, name: "web")]
+            listenFileDescriptors: [(fileDescriptor: socket.fileDescriptor, name: "web")]
         )
         let reports = try await probe.reports(1)
         #expect(try await probe.process.waitForExit() == 0)

@@ -20,8 +20,8 @@ import VigilTesting
             environment: ["NOTIFY_SOCKET": "/run/vigil-probe-notify"],
             outputPath: directory + "/output.log",
             listenFileDescriptors: [
-                ListenedFileDescriptor(fileDescriptor: metrics.fileDescriptor, name: "metrics"),
-                ListenedFileDescriptor(fileDescriptor: http.fileDescriptor, name: "http"),
+                (fileDescriptor: metrics.fileDescriptor, name: "metrics"),
+                (fileDescriptor: http.fileDescriptor, name: "http"),
             ]
         )
         // This process never accepts: the answer can only come from the child, through the
@@ -59,7 +59,7 @@ import VigilTesting
         let probe = try DaemonProcess(
             executable: Probe.path,
             outputPath: directory + "/output.log",
-            listenFileDescriptors: [ListenedFileDescriptor(fileDescriptor: datagram, name: "http")]
+            listenFileDescriptors: [(fileDescriptor: datagram, name: "http")]
         )
         #expect(try await probe.waitForExit() == 1)
         #expect(
@@ -75,7 +75,7 @@ import VigilTesting
         let probe = try DaemonProcess(
             executable: Probe.path,
             outputPath: directory + "/output.log",
-            listenFileDescriptors: [ListenedFileDescriptor(fileDescriptor: http.fileDescriptor, name: "app.socket")]
+            listenFileDescriptors: [(fileDescriptor: http.fileDescriptor, name: "app.socket")]
         )
         #expect(try await probe.waitForExit() == 1)
         #expect(
@@ -104,7 +104,7 @@ enum Probe {
             executable: Probe.path,
             arguments: ["kv", "0", "--lines"],
             outputPath: directory + "/output.log",
-            listenFileDescriptors: [ListenedFileDescriptor(fileDescriptor: kv.fileDescriptor, name: "kv")]
+            listenFileDescriptors: [(fileDescriptor: kv.fileDescriptor, name: "kv")]
         )
         // This process never accepts: the answers can only come from the child.
         let inFlight = try Client(kv.localAddress)

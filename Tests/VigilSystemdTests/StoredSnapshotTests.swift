@@ -28,7 +28,7 @@ import VigilTesting
     static func restore(_ file: Int32) async throws -> String {
         let probe = try NotifyProbe(
             ["snapshot-restore=cache", "snapshot-restore=cache"],
-            listenFileDescriptors: [ListenedFileDescriptor(fileDescriptor: file, name: "cache")]
+            listenFileDescriptors: [(fileDescriptor: file, name: "cache")]
         )
         let reports = try await probe.reports(2)
         #expect(try await probe.process.waitForExit() == 0)
