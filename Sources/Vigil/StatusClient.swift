@@ -128,7 +128,9 @@ package struct StatusClient: Sendable {
             case false?: "UNCLEAN (crash, kill -9 or power loss)"
             case nil: "unknown (not read yet, a first run, or the daemon keeps no record of it)"
             }
-        text.append(line("previous stop", previous))
+        // For a daemon that is gone, its own stop is the first line's state ("running" when it
+        // was killed); the record is of the stop before that run.
+        text.append(line(running ? "previous stop" : "stop before it", previous))
         return text.joined(separator: "\n")
     }
 }

@@ -17,7 +17,8 @@ import VigilEventLoop
 /// - **A timer keeps its phase.** Scheduling again with the interval already in force changes
 ///   nothing, so reloads that do not touch the interval never delay a tick (a daemon reloaded
 ///   every 0.5 s still checkpoints every 1 s). A new interval counts from the last tick (or from
-///   the start when there was none); when that moment has passed, the next tick is now.
+///   the start when there was none); when that moment has passed, the next tick is now and the
+///   ones after it count from it.
 /// - **No drift, no bursts.** Ticks follow `start + n × interval`, whatever the action's own
 ///   duration; ticks missed while the action ran long (or the process was stopped) are skipped,
 ///   not replayed.
@@ -141,7 +142,10 @@ public final class PeriodicTask: Sendable {
         Task {
             // The loop this one replaced ends first (after its tick, if one runs).
             await previous?.value
-            var next = first
+            // A first tick already due (a new interval counted from a tick long ago) comes now,
+            // and the ticks after it count from it: two ticks never come closer than the interval
+            // (they came at once and then on the old grid: 111 ms apart after 1 s → 0.3 s).
+            var next = max(first, clock.now)
             while !Task.isCancelled {
                 let wait = next - clock.now
                 if wait > .zero {

@@ -20,6 +20,18 @@ private struct Greeter: DefaultedConfiguration {
     }
 }
 
+/// Keys whose type is an enum with raw values (what a daemon's `Logger.Level` key is).
+private struct Modes: DefaultedConfiguration {
+    enum Mode: String, Codable, CaseIterable { case fast, careful }
+    enum Port: Int, Codable, CaseIterable { case http = 80, https = 443 }
+    enum Hidden: String, Codable { case one }
+    var mode = Mode.fast
+    var port = Port.http
+    var hidden = Hidden.one
+    static let defaultConfiguration = Modes()
+    func validate() throws(InvalidValue) {}
+}
+
 /// The same type without the protocol: a synthesized `Decodable` makes every key required.
 private struct RequiredGreeter: ValidatedConfiguration, Encodable {
     var greeting = "hello"
@@ -56,6 +68,32 @@ private struct RequiredGreeter: ValidatedConfiguration, Encodable {
         )
         let invalid = #expect(throws: ConfigurationError.self) { try load("{\n \"interval\": -1 }") }
         #expect(invalid?.description == "/etc/greeter.json:2:14: interval: must be greater than 0 (found -1.0)")
+    }
+
+    /// Before: the standard library's "Cannot initialize Mode from invalid String value FAST",
+    /// which names no value the key takes (a helper's daemon with a `Logger.Level` key).
+    @Test func anEnumKeyNamesTheValuesItTakes() {
+        func error(_ text: String) -> String? {
+            let error = #expect(throws: ConfigurationError.self) {
+                try ConfigurationLoader<Modes>().decode(Array(text.utf8), file: "/etc/m.json")
+            }
+            return error?.description
+        }
+        #expect(
+            error(#"{ "mode": "FAST" }"#)
+                == #"/etc/m.json:1:11: mode: expected one of "fast", "careful", found the string "FAST""#
+        )
+        #expect(error(#"{ "port": 8080 }"#) == "/etc/m.json:1:11: port: expected one of 80, 443, found the number 8080")
+        #expect(
+            error(#"{ "mode": 1 }"#) == "/etc/m.json:1:11: mode: expected a string, found the number 1",
+            "a value of the wrong kind keeps its own message"
+        )
+        // Without CaseIterable the values are not known: the standard library's words stay.
+        #expect(error(#"{ "hidden": "two" }"#)?.hasPrefix("/etc/m.json:1:13: hidden: Cannot initialize Hidden") == true)
+        #expect(
+            (try? ConfigurationLoader<Modes>().decode(Array(#"{ "mode": "careful", "port": 443 }"#.utf8), file: "m"))
+                == Modes(mode: .careful, port: .https, hidden: .one)
+        )
     }
 
     @Test func withoutTheProtocolAKeyWithASwiftDefaultIsRequired() {

@@ -465,6 +465,10 @@ import VigilTesting
             #expect(text.output.hasSuffix(error), "\(text.output)")
             #expect(text.output.contains(": not running; last written: "), "\(text.output)")
             #expect(!text.output.contains("uptime"), "no uptime for a daemon that is gone")
+            // The record is of the stop before that run, whose own end the first line says: as
+            // "previous stop: clean" after a kill -9 it read as the killed run's (a helper's daemon).
+            #expect(text.output.contains("\n  stop before it: clean"), "\(text.output)")
+            #expect(!text.output.contains("previous stop"), "\(text.output)")
             let json = try await Self.client(["status", "--runtime-directory", runtime, "--json"])
             #expect(json.status == 2, "\(json.output)")
             #expect(json.output.hasSuffix(error), "\(json.output)")

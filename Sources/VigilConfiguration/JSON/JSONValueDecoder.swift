@@ -78,6 +78,21 @@ package enum JSONValueDecoder {
         return root.position
     }
 
+    /// The values an enum with raw values and every case listed takes, as a message shows them
+    /// (`"debug", "info"`, at most 16); `nil` for another type.
+    static func choices<T>(of type: T.Type) -> String? {
+        guard let listed = type as? any (CaseIterable & RawRepresentable).Type else { return nil }
+        return rawValues(of: listed)
+    }
+
+    private static func rawValues<E: CaseIterable & RawRepresentable>(of type: E.Type) -> String? {
+        let shown = type.allCases.prefix(17).map { choice in
+            (choice.rawValue as? String).map { "\"\(JSONValue.abbreviated($0))\"" } ?? "\(choice.rawValue)"
+        }
+        guard !shown.isEmpty else { return nil }
+        return shown.prefix(16).joined(separator: ", ") + (shown.count > 16 ? ", …" : "")
+    }
+
     private static func failureFor(_ error: DecodingError, in root: JSONValue) -> Failure {
         let (path, message): ([any CodingKey], String) =
             switch error {
@@ -270,7 +285,18 @@ package enum JSONValueDecoder {
             if type == UInt32.self { return unsafeBitCast(try integer(UInt32.self), to: T.self) }
             if type == UInt16.self { return unsafeBitCast(try integer(UInt16.self), to: T.self) }
             if type == UInt8.self { return unsafeBitCast(try integer(UInt8.self), to: T.self) }
-            return try T(from: self)
+            do {
+                return try T(from: self)
+            } catch let error as DecodingError {
+                // An enum with raw values that has no case for this value: the standard library
+                // says "Cannot initialize Level from invalid String value DEBUG"; name the values
+                // it takes instead, as the other messages do (the type is asked only now, on the
+                // error's path: a cast to a protocol scans every conformance record).
+                guard case .dataCorrupted(let context) = error, context.codingPath.count == path.count,
+                    let choices = JSONValueDecoder.choices(of: T.self)
+                else { throw error }
+                throw fail("expected one of \(choices), found \(value.summary)")
+            }
         }
 
         /// A number as `F`. A text beyond `F`'s range is a failure naming the range, never
