@@ -51,6 +51,11 @@ public enum EarlySignals {
     }
 
     /// Keeps the early block for the daemon; gives anything else its original signal state.
+    ///
+    /// - Parameter arguments: the process's arguments, program name first:
+    ///   `CommandLine.arguments`. `run`, no subcommand, or an option of `run` keep the block;
+    ///   a client subcommand (`reload`, `status`, `check-config`, …), `--help` and `--version`
+    ///   get their signals back.
     public static func settle(arguments: [String]) {
         if !runsDaemon(arguments) { cvigil_early_signals_restore() }
     }
