@@ -94,12 +94,15 @@ public final class PeriodicTask: Sendable {
             let now = state.clock.now
             let anchor = state.anchor ?? now
             state.anchor = anchor
+            // A first tick already due under a new interval (counted from a tick long ago) comes
+            // now, and the ticks after it count from it: two ticks never come closer than the
+            // interval (they came at once and then on the old grid: 111 ms apart after 1 s → 0.3 s).
             state.task = Self.loop(
                 self,
                 clock: state.clock,
                 epoch: state.epoch,
                 interval: interval,
-                first: anchor + interval,
+                first: max(anchor + interval, now),
                 after: state.runningTick?.task
             )
             return waiting
@@ -140,12 +143,13 @@ public final class PeriodicTask: Sendable {
     ) -> Task<Void, Never> {
         // The schedule outlives the call that set it: it runs until stopped or replaced.
         Task {
-            // The loop this one replaced ends first (after its tick, if one runs).
-            await previous?.value
-            // A first tick already due (a new interval counted from a tick long ago) comes now,
-            // and the ticks after it count from it: two ticks never come closer than the interval
-            // (they came at once and then on the old grid: 111 ms apart after 1 s → 0.3 s).
-            var next = max(first, clock.now)
+            var next = first
+            if let previous {
+                // The loop this one replaced ends first (after its tick, if one runs); a first
+                // tick that fell due meanwhile comes now, and the ones after it count from it.
+                await previous.value
+                next = max(first, clock.now)
+            }
             while !Task.isCancelled {
                 let wait = next - clock.now
                 if wait > .zero {

@@ -55,8 +55,8 @@ public struct ListeningSocket: Sendable, Hashable {
         case ipv6(host: String, port: UInt16)
         /// A path, or `@name` in the abstract namespace; empty when unnamed.
         case unix(path: String)
-        /// A family Vigil does not decode (only from `ListeningSocket.adopt(_:for:)`, never
-        /// after the family check passed).
+        /// A family Vigil does not decode: only in the package's own checks of a passed
+        /// descriptor, never in a socket a public initializer returns (the family is checked).
         case other(family: Int32)
 
         /// The TCP port, or `nil` for a Unix socket.

@@ -60,6 +60,23 @@ import VigilTesting
         #expect(ticks.values.count == 3)
     }
 
+    /// A fresh schedule counts from when it was started, however late its task first runs (a
+    /// review: the late first tick re-anchored it when the clock moved before the task began, and
+    /// not when it moved after, so the ticks depended on timing).
+    @Test func aFreshScheduleKeepsItsStartWhateverWhenItsTaskRuns() async throws {
+        let clock = TestClock()
+        let ticks = AsyncRecorder<Duration>()
+        let task = PeriodicTask(clock: clock.loopClock)
+        task.schedule(every: .milliseconds(20)) { ticks.append(clock.now) }
+        clock.advance(to: .milliseconds(25))  // maybe before the loop's task ran, maybe after
+        try await ticks.wait(timeout: .seconds(10), "the late first tick") { !$0.isEmpty }
+        try await clock.waitForSleep(until: .milliseconds(40))
+        clock.advance(to: .milliseconds(40))
+        try await ticks.wait(timeout: .seconds(10), "the tick at 40 ms") { $0.count >= 2 }
+        await task.stop()
+        #expect(ticks.values == [.milliseconds(25), .milliseconds(40)])
+    }
+
     @Test func stopWaitsForARunningTick() async throws {
         let clock = TestClock()
         let task = PeriodicTask(clock: clock.loopClock)

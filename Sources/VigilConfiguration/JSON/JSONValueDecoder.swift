@@ -288,14 +288,19 @@ package enum JSONValueDecoder {
             do {
                 return try T(from: self)
             } catch let error as DecodingError {
-                // An enum with raw values that has no case for this value: the standard library
-                // says "Cannot initialize Level from invalid String value DEBUG"; name the values
-                // it takes instead, as the other messages do (the type is asked only now, on the
-                // error's path: a cast to a protocol scans every conformance record).
+                // An enum with raw values that has no case for this value, decoded by the
+                // standard library: its "Cannot initialize Level from invalid String value DEBUG"
+                // names no value the key takes and echoes the file's value whole. Say what the
+                // key takes, as the other messages do (the type is asked only now, on the error's
+                // path: a cast to a protocol scans every conformance record). A daemon's own
+                // `init(from:)` keeps its own words.
                 guard case .dataCorrupted(let context) = error, context.codingPath.count == path.count,
-                    let choices = JSONValueDecoder.choices(of: T.self)
+                    context.debugDescription.hasPrefix("Cannot initialize \(T.self) from invalid ")
                 else { throw error }
-                throw fail("expected one of \(choices), found \(value.summary)")
+                if let choices = JSONValueDecoder.choices(of: T.self) {
+                    throw fail("expected one of \(choices), found \(value.summary)")
+                }
+                throw fail("expected a value of \(T.self), found \(value.summary)")
             }
         }
 
