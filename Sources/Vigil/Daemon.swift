@@ -26,7 +26,7 @@ public struct Daemon: Sendable {
     /// The listeners, in any order.
     package let listeners: [any Listener]
     /// Steps that run before any listener starts.
-    package var startupCommands: [any StartupCommand]
+    package var startupCommands: [any StartupCommand] = []
     /// Which signals the mediator owns: systemd's conventions (`SIGHUP` reloads, `SIGTERM` and
     /// `SIGINT` stop, `SIGUSR1` and `SIGUSR2` are user signals), which `reload` relies on;
     /// tests own none.
@@ -93,7 +93,6 @@ public struct Daemon: Sendable {
         self.identifier = identifier
         self.version = version
         self.listeners = listeners
-        self.startupCommands = []
         self.values = values
         self.logging = logging
         self.signals = .default

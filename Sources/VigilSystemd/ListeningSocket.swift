@@ -127,7 +127,7 @@ public struct ListeningSocket: Sendable, Hashable {
 
     /// Adopts the descriptor named `name` from `passed`, else binds `address`: the same rules as
     /// ``init(name:orBind:backlog:)``, for a list the caller got from
-    /// `sd_listen_fds_with_names(3)` (or made, in a test). Does not
+    /// `ListenedFileDescriptor.adopt(unsetEnvironment:)` (or made, in a test). Does not
     /// remember what was adopted.
     package init(
         name: String,
@@ -194,7 +194,7 @@ extension ListeningSocket {
     /// sets `FD_CLOEXEC` on it and adopts it.
     ///
     /// - Parameters:
-    ///   - descriptor: a descriptor systemd passed (`sd_listen_fds_with_names(3)`).
+    ///   - descriptor: a descriptor systemd passed (`ListenedFileDescriptor.adopt(unsetEnvironment:)`).
     ///   - address: what the daemon would bind without socket activation; only its kind (TCP or
     ///     Unix) is checked, and it appears in the messages as the `ListenStream=` to write.
     /// - Throws: ``SystemdError`` with code `notOpen`, `notASocket`, `notAStreamSocket`,
