@@ -30,7 +30,7 @@ extension ListenedFileDescriptor {
     ///   children do not inherit them (`NOTIFY_SOCKET` is never touched). Only the first call
     ///   in a process reads (and unsets) them.
     /// - Throws: ``SystemdError`` with code `malformedEnvironment` when the variables
-    ///   are not what systemd sets, `notOpen` when an announced descriptor is not open.
+    ///   are not what systemd sets, `unusable` when an announced descriptor is not open.
     /// - Important: Reads and changes the process environment; call it early in `main`, before
     ///   other threads read the environment.
     package static func adopt(unsetEnvironment: Bool = true) throws(SystemdError) -> [ListenedFileDescriptor] {
@@ -170,7 +170,7 @@ enum SocketActivation {
             let flags = fcntl(descriptor.fileDescriptor, F_GETFD)
             guard flags >= 0, fcntl(descriptor.fileDescriptor, F_SETFD, flags | FD_CLOEXEC) == 0 else {
                 throw SystemdError.listeningSocket(
-                    .notOpen,
+                    .unusable,
                     "fd \(descriptor.fileDescriptor) '\(descriptor.name)' is announced in LISTEN_FDS but is not open in this process: start the daemon from its .socket unit, or unset LISTEN_PID, LISTEN_FDS and LISTEN_FDNAMES",
                     cause: SystemError(
                         path: "fd \(descriptor.fileDescriptor) '\(descriptor.name)'",

@@ -100,7 +100,7 @@ public struct ListeningSocket: Sendable, Hashable {
     /// - several descriptors share `name` (one `.socket` unit with several `Listen*=` lines):
     ///   an error (`ambiguousName`) — give each address its own `.socket` unit and name;
     /// - systemd passed a connection named `connection` (`Accept=yes`, which ignores
-    ///   `FileDescriptorName=`): an error (`notListening`) asking for `Accept=no`;
+    ///   `FileDescriptorName=`): an error (`unusable`) asking for `Accept=no`;
     /// - `name` was already adopted in this process: an error (`alreadyAdopted`).
     ///
     /// - Parameters:
@@ -170,7 +170,7 @@ public struct ListeningSocket: Sendable, Hashable {
         // finds it is not listening): name the real cause.
         if matching.isEmpty, let connection = passed.first(where: { $0.name == "connection" && !isListening($0) }) {
             throw SystemdError.listeningSocket(
-                .notListening,
+                .unusable,
                 "systemd passed fd \(connection.fileDescriptor) 'connection', a connection rather than a listening socket, as Accept=yes passes (systemd before 257 names it so whatever FileDescriptorName= says): use Accept=no in the .socket unit"
             )
         }
@@ -197,8 +197,7 @@ extension ListeningSocket {
     ///   - descriptor: a descriptor systemd passed (`ListenedFileDescriptor.adopt(unsetEnvironment:)`).
     ///   - address: what the daemon would bind without socket activation; only its kind (TCP or
     ///     Unix) is checked, and it appears in the messages as the `ListenStream=` to write.
-    /// - Throws: ``SystemdError`` with code `notOpen`, `notASocket`, `notAStreamSocket`,
-    ///   `notListening` or `wrongFamily`.
+    /// - Throws: ``SystemdError`` with code `unusable`, the message saying why.
     package static func adopt(
         _ descriptor: ListenedFileDescriptor,
         for address: Address
@@ -208,7 +207,7 @@ extension ListeningSocket {
         var info = stat()
         guard fstat(fd, &info) == 0 else {
             throw SystemdError.listeningSocket(
-                .notOpen,
+                .unusable,
                 "\(label) is not open in this process: check the service's Sockets= and the .socket unit",
                 cause: SystemError(path: label, operation: "stat", errno: errno)
             )
@@ -216,7 +215,7 @@ extension ListeningSocket {
         let kind = info.st_mode & S_IFMT
         guard kind == S_IFSOCK else {
             throw SystemdError.listeningSocket(
-                .notASocket,
+                .unusable,
                 "\(label) is \(FileSystem.describeKind(kind)), not a socket: pass a socket with ListenStream=\(address) in the .socket unit"
             )
         }
@@ -229,13 +228,13 @@ extension ListeningSocket {
                 default: ("a socket of type \(type), not a stream socket", "another Listen*= line")
                 }
             throw SystemdError.listeningSocket(
-                .notAStreamSocket,
+                .unusable,
                 "\(label) is \(what): use ListenStream=\(address) (not \(line)) in the .socket unit"
             )
         }
         guard try option(SO_ACCEPTCONN, of: fd, label) != 0 else {
             throw SystemdError.listeningSocket(
-                .notListening,
+                .unusable,
                 "\(label) is a stream socket that is not listening (a connection, as Accept=yes passes): use Accept=no in the .socket unit"
             )
         }
@@ -252,14 +251,14 @@ extension ListeningSocket {
                 case .unix: "a Unix socket"
                 }
             throw SystemdError.listeningSocket(
-                .wrongFamily,
+                .unusable,
                 "\(label) is \(describeFamily(family)) but this daemon listens on \(asked): use ListenStream=\(address) in the .socket unit"
             )
         }
         let flags = fcntl(fd, F_GETFD)
         guard flags >= 0, fcntl(fd, F_SETFD, flags | FD_CLOEXEC) == 0 else {
             let cause = SystemError(path: label, operation: "set FD_CLOEXEC on", errno: errno)
-            throw SystemdError.listeningSocket(.notOpen, "cannot set FD_CLOEXEC on \(label)", cause: cause)
+            throw SystemdError.listeningSocket(.unusable, "cannot set FD_CLOEXEC on \(label)", cause: cause)
         }
         return ListeningSocket(fileDescriptor: fd, origin: .adopted(name: descriptor.name))
     }
@@ -276,7 +275,7 @@ extension ListeningSocket {
         guard getsockopt(fd, SOL_SOCKET, name, &value, &length) == 0 else {
             let cause = SystemError(path: label, operation: "read socket option \(name) of", errno: errno)
             throw SystemdError.listeningSocket(
-                .notASocket,
+                .unusable,
                 "cannot read socket option \(name) of \(label)",
                 cause: cause
             )

@@ -10,8 +10,8 @@ public struct SystemdError: Error, Hashable, CustomStringConvertible {
     /// What kind of failure this is; compare with the static members.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: Hashable, Sendable {
-            case malformedEnvironment, notPassed, ambiguousName, alreadyAdopted, notOpen, notASocket
-            case notAStreamSocket, notListening, wrongFamily, invalidAddress, bindFailed, storeFailed
+            case malformedEnvironment, notPassed, ambiguousName, alreadyAdopted, unusable
+            case invalidAddress, bindFailed, storeFailed
             case lineTooLong, endedMidLine, notUTF8, timedOut, stopDeadlinePassed, closed, cancelled, failed
             case invalidName, missing, unreadable, tooLarge, invalid
         }
@@ -29,16 +29,12 @@ public struct SystemdError: Error, Hashable, CustomStringConvertible {
         public static let ambiguousName = Self(.ambiguousName)
         /// The descriptor under this name was already adopted in this process.
         public static let alreadyAdopted = Self(.alreadyAdopted)
-        /// The descriptor announced is not open in this process.
-        public static let notOpen = Self(.notOpen)
-        /// The descriptor is not a socket (a pipe, a file, …).
-        public static let notASocket = Self(.notASocket)
-        /// The socket is not a stream socket (`ListenDatagram=`, `ListenSequentialPacket=`).
-        public static let notAStreamSocket = Self(.notAStreamSocket)
-        /// The stream socket is not listening (a connection, as `Accept=yes` passes).
-        public static let notListening = Self(.notListening)
-        /// The socket's address family does not match the address asked for (TCP or Unix).
-        public static let wrongFamily = Self(.wrongFamily)
+        /// The descriptor under this name cannot be a listening socket of the kind asked for, and
+        /// the message says why and which line of the `.socket` unit to change: it is not open in
+        /// this process, not a socket (a FIFO, a file), not a stream socket (`ListenDatagram=`),
+        /// not listening (a connection, as `Accept=yes` passes), or of the other address family
+        /// (a Unix socket where the daemon listens on TCP, or the reverse).
+        public static let unusable = Self(.unusable)
         /// The address to bind is not usable (not a numeric IP address, a path too long).
         public static let invalidAddress = Self(.invalidAddress)
         /// `socket`, `bind` or `listen` failed; ``SystemdError/errno`` says why.

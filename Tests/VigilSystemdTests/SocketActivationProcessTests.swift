@@ -64,7 +64,7 @@ import VigilTesting
         #expect(try await probe.waitForExit() == 1)
         #expect(
             TextFile.read(directory + "/output.log")
-                == "error: notAStreamSocket: fd 3 'http' is a datagram socket: use ListenStream=127.0.0.1:0 (not ListenDatagram=) in the .socket unit\n"
+                == "error: unusable: fd 3 'http' is a datagram socket: use ListenStream=127.0.0.1:0 (not ListenDatagram=) in the .socket unit\n"
         )
     }
 
