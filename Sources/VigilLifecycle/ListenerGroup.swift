@@ -273,6 +273,12 @@ package final class ListenerGroup: Service {
     ///   threw or overran (its final work, a checkpoint say, was not done): every listener was
     ///   still asked to stop, and the daemon should exit non-zero.
     package func run() async throws {
+        // A PeriodicTask that a hook (or a task it starts) schedules follows this group's clock:
+        // a test's, advanced by hand, as the library's own timers do.
+        try await PeriodicTask.$daemonClock.withValue(configuration.clock) { try await runOnItsClock() }
+    }
+
+    private func runOnItsClock() async throws {
         guard core.begin() else {
             throw ListenerGroupError(.alreadyRunning, "This ListenerGroup already ran; build a new one.")
         }

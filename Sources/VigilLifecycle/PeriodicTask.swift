@@ -30,6 +30,12 @@ import VigilEventLoop
 ///
 /// The action runs in a task of its own (under ``VigilEventLoop/EventLoopExecutor``, on the loop's thread);
 /// sleeps use ``VigilEventLoop/EventLoopExecutor/sleep(for:)``.
+///
+/// **Whose clock.** A schedule started from a listener's hook (or from a task that hook started)
+/// follows the daemon's clock: the monotonic clock in a daemon, the test's `TestClock` under the
+/// test kit's `withRunningDaemon(clock:)`, so a test advances a daemon's own periodic work as it
+/// advances the library's (`clock.advance(by:)`). One started anywhere else follows the
+/// monotonic clock.
 public final class PeriodicTask: Sendable {
     private struct State {
         var interval: Duration = .zero
@@ -39,8 +45,9 @@ public final class PeriodicTask: Sendable {
         var task: Task<Void, Never>?
         /// Bumped by every (re)start so that a replaced loop never records a tick.
         var epoch = 0
-        /// What ticks follow.
-        var clock: LoopClock
+        /// What ticks follow; `nil` until a schedule starts when none was given (the daemon's
+        /// clock then, or the monotonic one).
+        var clock: LoopClock?
         /// The loop whose action runs now (of this epoch or an earlier one), if any: a loop
         /// that replaces it starts after it, and `stop()` cancels and waits for it too.
         var runningTick: (epoch: Int, task: Task<Void, Never>)?
@@ -50,10 +57,15 @@ public final class PeriodicTask: Sendable {
     /// for itself.
     @TaskLocal private static var ticking: ObjectIdentifier?
 
+    /// The clock of the daemon whose mediator runs this task (bound by `ListenerGroup.run()`
+    /// around everything it runs), if any: a schedule that starts without a clock of its own
+    /// follows it.
+    @TaskLocal package static var daemonClock: LoopClock?
+
     private let state: Mutex<State>
 
     /// Creates a stopped task.
-    public init() { state = Mutex(State(clock: .monotonic)) }
+    public init() { state = Mutex(State(clock: nil)) }
 
     /// Creates a stopped task whose ticks follow `clock` (a test's, advanced by hand).
     package init(clock: LoopClock) { state = Mutex(State(clock: clock)) }
@@ -91,7 +103,10 @@ public final class PeriodicTask: Sendable {
                 state.anchor = nil
                 return waiting
             }
-            let now = state.clock.now
+            // A schedule keeps the clock it started on: its anchor is that clock's instant.
+            let clock = state.clock ?? Self.daemonClock ?? .monotonic
+            state.clock = clock
+            let now = clock.now
             let anchor = state.anchor ?? now
             state.anchor = anchor
             // A first tick already due under a new interval (counted from a tick long ago) comes
@@ -99,7 +114,7 @@ public final class PeriodicTask: Sendable {
             // interval (they came at once and then on the old grid: 111 ms apart after 1 s → 0.3 s).
             state.task = Self.loop(
                 self,
-                clock: state.clock,
+                clock: clock,
                 epoch: state.epoch,
                 interval: interval,
                 first: max(anchor + interval, now),

@@ -21,6 +21,38 @@ import VigilTesting
     }
 }
 
+// TestingADaemon.md: a daemon's own PeriodicTask on the test's clock.
+/// A daemon's own listener: `work` every 10 s from start, stopped at terminate.
+final class Ticker: Listener {
+    let name = "ticker"
+    private let work: @Sendable () async -> Void
+    private let task = PeriodicTask()
+
+    init(work: @escaping @Sendable () async -> Void) { self.work = work }
+
+    func start(context: ListenerContext) async throws {
+        task.schedule(every: .seconds(10), work)
+    }
+
+    func terminate(reason: TerminationReason, context: ListenerContext) async throws {
+        await task.stop()
+    }
+}
+
+@Test func theTickerWorksWhenTheTestAdvancesTheClock() async throws {
+    let clock = TestClock()
+    let ticks = AsyncRecorder<String>()
+    try await withRunningDaemon(listeners: [Ticker { ticks.append("tick") }], clock: clock) { _ in
+        try await clock.waitForSleep(until: .seconds(10))  // the first tick is due at 10 s
+        #expect(ticks.values.isEmpty)
+        clock.advance(by: .seconds(10))
+        try await ticks.wait { $0 == ["tick"] }
+        try await clock.waitForSleep(until: .seconds(20))
+        clock.advance(by: .seconds(10))
+        try await ticks.wait { $0 == ["tick", "tick"] }
+    }
+}
+
 // WritingADaemon.md, "Socket activation": the accept sequence in a ServiceListener's part.
 enum ReadmeSnippetAcceptedConnections {
     static func serve(_ socket: ListeningSocket, ready: ReadySignal) async throws {
