@@ -22,7 +22,7 @@ private struct Greeter: DefaultedConfiguration {
 
 /// Keys whose type is an enum with raw values (what a daemon's `Logger.Level` key is).
 private struct Modes: DefaultedConfiguration {
-    enum Mode: String, Codable, CaseIterable { case fast, careful }
+    enum Mode: String, Codable, CaseIterable, CodingKeyRepresentable { case fast, careful }
     enum Port: Int, Codable, CaseIterable { case http = 80, https = 443 }
     enum Hidden: String, Codable { case one }
     enum Renamed: String, Codable, CaseIterable {
@@ -43,6 +43,7 @@ private struct Modes: DefaultedConfiguration {
     var port = Port.http
     var hidden = Hidden.one
     var renamed = Renamed.fast
+    var weights: [Mode: Int] = [:]
     static let defaultConfiguration = Modes()
     func validate() throws(InvalidValue) {}
 }
@@ -115,6 +116,16 @@ private struct RequiredGreeter: ValidatedConfiguration, Encodable {
         #expect(
             (try? ConfigurationLoader<Modes>().decode(Array(#"{ "mode": "careful", "port": 443 }"#.utf8), file: "m"))
                 == Modes(mode: .careful, port: .https, hidden: .one, renamed: .fast)
+        )
+        // An enum as a dictionary's key: the key is named with what keys the object takes (it said
+        // the standard library's "Could not convert key to type Mode").
+        #expect(
+            error(#"{ "weights": { "fast": 1, "FAST": 2 } }"#)
+                == #"/etc/m.json:1:35: weights.FAST: expected a key that is one of "fast", "careful", found "FAST""#
+        )
+        #expect(
+            (try? ConfigurationLoader<Modes>().decode(Array(#"{ "weights": { "careful": 3 } }"#.utf8), file: "m"))?
+                .weights == [.careful: 3]
         )
     }
 

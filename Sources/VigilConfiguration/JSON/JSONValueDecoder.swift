@@ -294,6 +294,7 @@ package enum JSONValueDecoder {
                 // key takes, as the other messages do (the type is asked only now, on the error's
                 // path: a cast to a protocol scans every conformance record). A daemon's own
                 // `init(from:)` keeps its own words.
+                if let failure = Self.unconvertedKey(error, of: T.self, in: value, at: path) { throw failure }
                 guard case .dataCorrupted(let context) = error, context.codingPath.count == path.count,
                     context.debugDescription.hasPrefix("Cannot initialize \(T.self) from invalid ")
                 else { throw error }
@@ -302,6 +303,31 @@ package enum JSONValueDecoder {
                 }
                 throw fail("expected a value of \(T.self), found \(value.summary)")
             }
+        }
+
+        /// A dictionary keyed by an enum (`CodingKeyRepresentable`) given a key it has no case
+        /// for: the standard library's "Could not convert key to type Mode" names neither the key
+        /// nor what keys the object takes. Asked only on an error's path (a cast to a protocol
+        /// scans every conformance record).
+        static func unconvertedKey<T>(
+            _ error: DecodingError,
+            of type: T.Type,
+            in object: JSONValue,
+            at path: [String]
+        ) -> Failure? {
+            guard case .dataCorrupted(let context) = error, context.codingPath.count == path.count + 1,
+                let keyType = (type as? any DictionaryKeyedByAnyType.Type)?.keyType,
+                context.debugDescription == "Could not convert key to type \(keyType)"
+            else { return nil }
+            let key = context.codingPath[path.count].stringValue
+            let found = "\"\(JSONValue.abbreviated(key))\""
+            let message =
+                if let choices = JSONValueDecoder.choices(of: keyType) {
+                    "expected a key that is one of \(choices), found \(found)"
+                } else {
+                    "expected a key of \(keyType), found \(found)"
+                }
+            return Failure(path: path + [key], position: object[key]?.position ?? object.position, message: message)
         }
 
         /// A number as `F`. A text beyond `F`'s range is a failure naming the range, never
@@ -535,4 +561,13 @@ package enum JSONValueDecoder {
         func decodeNil() -> Bool { decoder.value.kind == .null }
         func decode<T: Decodable>(_ type: T.Type) throws -> T { try decoder.unbox(type) }
     }
+}
+
+/// A dictionary's key type, for ``JSONValueDecoder``'s message about a key an enum has no case for.
+protocol DictionaryKeyedByAnyType {
+    static var keyType: Any.Type { get }
+}
+
+extension Dictionary: DictionaryKeyedByAnyType {
+    static var keyType: Any.Type { Key.self }
 }
