@@ -40,14 +40,14 @@ check "socket activation: without FileDescriptorName= the error names the unit's
 in_sandbox bash -c 'echo hello > /dev/udp/127.0.0.1/8082'
 check "socket activation: a datagram socket is refused with the ListenStream= to use" wait_until 10 bash -c "
   nsenter -t $pid -a journalctl -u probe-datagram.service --no-pager -o cat |
-  grep -qF \"error: notAStreamSocket: fd 3 'http' is a datagram socket: use ListenStream=127.0.0.1:0 (not ListenDatagram=) in the .socket unit\""
+  grep -qF \"error: unusable: fd 3 'http' is a datagram socket: use ListenStream=127.0.0.1:0 (not ListenDatagram=) in the .socket unit\""
 ask 8083 >/dev/null 2>&1
 # systemd before 257 names an Accept=yes connection 'connection', ignoring FileDescriptorName=;
 # 257 passes it under FileDescriptorName= (NEWS: an incompatible change of 257).
 if [ "${VIGIL_E2E_SYSTEMD:-252}" -ge 257 ]; then
-  accept_error="error: notListening: fd 3 'http' is a stream socket that is not listening (a connection, as Accept=yes passes): use Accept=no in the .socket unit"
+  accept_error="error: unusable: fd 3 'http' is a stream socket that is not listening (a connection, as Accept=yes passes): use Accept=no in the .socket unit"
 else
-  accept_error="error: notListening: systemd passed fd 3 'connection', a connection rather than a listening socket, as Accept=yes passes (systemd before 257 names it so whatever FileDescriptorName= says): use Accept=no in the .socket unit"
+  accept_error="error: unusable: systemd passed fd 3 'connection', a connection rather than a listening socket, as Accept=yes passes (systemd before 257 names it so whatever FileDescriptorName= says): use Accept=no in the .socket unit"
 fi
 accept_refused() {
   wait_until 10 bash -c "nsenter -t $pid -a journalctl --no-pager -o cat -u 'probe-accept@*' | grep -qF \"$accept_error\"" ||
