@@ -31,11 +31,13 @@ import VigilEventLoop
 /// The action runs in a task of its own (under ``VigilEventLoop/EventLoopExecutor``, on the loop's thread);
 /// sleeps use ``VigilEventLoop/EventLoopExecutor/sleep(for:)``.
 ///
-/// **Whose clock.** A schedule started from a listener's hook (or from a task that hook started)
-/// follows the daemon's clock: the monotonic clock in a daemon, the test's `TestClock` under the
-/// test kit's `withRunningDaemon(clock:)`, so a test advances a daemon's own periodic work as it
-/// advances the library's (`clock.advance(by:)`). One started anywhere else follows the
-/// monotonic clock.
+/// **Whose clock.** A schedule started from a listener's hook (or from a `Task {}` that hook
+/// started; a `Task.detached` inherits nothing) follows the daemon's clock: the monotonic clock in
+/// a daemon, the test's `TestClock` under the test kit's `withRunningDaemon(clock:)`, so a test
+/// advances a daemon's own periodic work as it advances the library's (`clock.advance(by:)`).
+/// One started anywhere else follows the monotonic clock. A schedule keeps its clock until it is
+/// stopped; the next start chooses again (a listener reused in a second daemon run follows that
+/// run's clock).
 public final class PeriodicTask: Sendable {
     private struct State {
         var interval: Duration = .zero
@@ -45,9 +47,12 @@ public final class PeriodicTask: Sendable {
         var task: Task<Void, Never>?
         /// Bumped by every (re)start so that a replaced loop never records a tick.
         var epoch = 0
-        /// What ticks follow; `nil` until a schedule starts when none was given (the daemon's
-        /// clock then, or the monotonic one).
+        /// What the running schedule's ticks follow; `nil` while stopped unless a clock was
+        /// given.
         var clock: LoopClock?
+        /// The clock given (`init(clock:)`, `use(_:)`), if any: a schedule that starts without
+        /// one takes the daemon's clock at that start, or the monotonic one.
+        var given: LoopClock?
         /// The loop whose action runs now (of this epoch or an earlier one), if any: a loop
         /// that replaces it starts after it, and `stop()` cancels and waits for it too.
         var runningTick: (epoch: Int, task: Task<Void, Never>)?
@@ -65,15 +70,18 @@ public final class PeriodicTask: Sendable {
     private let state: Mutex<State>
 
     /// Creates a stopped task.
-    public init() { state = Mutex(State(clock: nil)) }
+    public init() { state = Mutex(State(clock: nil, given: nil)) }
 
     /// Creates a stopped task whose ticks follow `clock` (a test's, advanced by hand).
-    package init(clock: LoopClock) { state = Mutex(State(clock: clock)) }
+    package init(clock: LoopClock) { state = Mutex(State(clock: clock, given: clock)) }
 
     /// Ticks from the next start on follow `clock`: a listener passes its context's
     /// (``ListenerContext/clock``) before it schedules.
     package func use(_ clock: LoopClock) {
-        state.withLock { $0.clock = clock }
+        state.withLock { state in
+            state.given = clock
+            state.clock = clock
+        }
     }
 
     /// The interval in force; zero when stopped.
@@ -101,6 +109,7 @@ public final class PeriodicTask: Sendable {
             state.epoch += 1
             guard interval > .zero, state.action != nil else {
                 state.anchor = nil
+                state.clock = state.given
                 return waiting
             }
             // A schedule keeps the clock it started on: its anchor is that clock's instant.
@@ -131,6 +140,7 @@ public final class PeriodicTask: Sendable {
         let (task, tick) = state.withLock { state -> (Task<Void, Never>?, Task<Void, Never>?) in
             state.interval = .zero
             state.anchor = nil
+            state.clock = state.given
             state.epoch += 1
             return (state.task.take(), state.runningTick?.task)
         }

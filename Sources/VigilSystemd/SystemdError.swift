@@ -29,11 +29,12 @@ public struct SystemdError: Error, Hashable, CustomStringConvertible {
         public static let ambiguousName = Self(.ambiguousName)
         /// The descriptor under this name was already adopted in this process.
         public static let alreadyAdopted = Self(.alreadyAdopted)
-        /// The descriptor under this name cannot be a listening socket of the kind asked for, and
-        /// the message says why and which line of the `.socket` unit to change: it is not open in
-        /// this process, not a socket (a FIFO, a file), not a stream socket (`ListenDatagram=`),
-        /// not listening (a connection, as `Accept=yes` passes), or of the other address family
-        /// (a Unix socket where the daemon listens on TCP, or the reverse).
+        /// The descriptor under this name cannot be a listening socket of the kind asked for; the
+        /// message says why: it is not open in this process, not a socket (a FIFO, a file), not a
+        /// stream socket (`ListenDatagram=`), not listening (a connection, as `Accept=yes`
+        /// passes), or of the other address family (a Unix socket where the daemon listens on
+        /// TCP, or the reverse) — each with the line of the `.socket` unit to change — or a call
+        /// that checks it failed (``SystemdError/cause``).
         public static let unusable = Self(.unusable)
         /// The address to bind is not usable (not a numeric IP address, a path too long).
         public static let invalidAddress = Self(.invalidAddress)

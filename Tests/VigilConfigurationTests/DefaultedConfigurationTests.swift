@@ -23,7 +23,15 @@ private struct Greeter: DefaultedConfiguration {
 /// Keys whose type is an enum with raw values (what a daemon's `Logger.Level` key is).
 private struct Modes: DefaultedConfiguration {
     enum Mode: String, Codable, CaseIterable, CodingKeyRepresentable { case fast, careful }
-    enum Port: Int, Codable, CaseIterable { case http = 80, https = 443 }
+    enum Port: Int, Codable, CaseIterable, CodingKeyRepresentable { case http = 80, https = 443 }
+    /// A value whose own decoding fails with the standard library's words for a key.
+    struct Picky: Codable, Equatable {
+        init(from decoder: any Decoder) throws {
+            throw DecodingError.dataCorrupted(
+                .init(codingPath: decoder.codingPath, debugDescription: "Could not convert key to type Mode")
+            )
+        }
+    }
     enum Hidden: String, Codable { case one }
     enum Renamed: String, Codable, CaseIterable {
         case fast, careful
@@ -44,6 +52,8 @@ private struct Modes: DefaultedConfiguration {
     var hidden = Hidden.one
     var renamed = Renamed.fast
     var weights: [Mode: Int] = [:]
+    var ports: [Port: Bool] = [:]
+    var picky: [Mode: Picky] = [:]
     static let defaultConfiguration = Modes()
     func validate() throws(InvalidValue) {}
 }
@@ -121,7 +131,22 @@ private struct RequiredGreeter: ValidatedConfiguration, Encodable {
         // the standard library's "Could not convert key to type Mode").
         #expect(
             error(#"{ "weights": { "fast": 1, "FAST": 2 } }"#)
-                == #"/etc/m.json:1:35: weights.FAST: expected a key that is one of "fast", "careful", found "FAST""#
+                == #"/etc/m.json:1:27: weights.FAST: expected a key that is one of "fast", "careful", found "FAST""#,
+            "the position is the key's, as for an unknown key"
+        )
+        // An object's keys are strings: an Int enum's choices are quoted too.
+        #expect(
+            error(#"{ "ports": { "8080": true } }"#)
+                == #"/etc/m.json:1:14: ports.8080: expected a key that is one of "80", "443", found "8080""#
+        )
+        // A quote in the key is escaped, so the message cannot be made to read otherwise.
+        #expect(
+            error(#"{ "weights": { "a\"b, found \"fast": 2 } }"#)?.hasSuffix(#"found "a\"b, found \"fast""#) == true
+        )
+        // A value's own init(from:) that says the standard library's words blames no valid key.
+        #expect(
+            error(#"{ "picky": { "fast": "x" } }"#)
+                == #"/etc/m.json:1:22: picky.fast: Could not convert key to type Mode"#
         )
         #expect(
             (try? ConfigurationLoader<Modes>().decode(Array(#"{ "weights": { "careful": 3 } }"#.utf8), file: "m"))?

@@ -228,3 +228,45 @@ private final class SlowReloadListener: Listener {
         return .accept
     }
 }
+
+/// A daemon's own `PeriodicTask` (TestingADaemon.md's `Ticker`, in ReadmeSnippets.swift) chooses
+/// its clock at each start: a listener reused in a second run follows that run's clock (it kept
+/// the first run's for good, which nobody advanced any more: a reviewer's find).
+@Suite struct OwnPeriodicTaskTests {
+    @Test func aListenerReusedInASecondRunFollowsTheSecondRunsClock() async throws {
+        let ticks = AsyncRecorder<String>()
+        let ticker = Ticker { ticks.append("tick") }
+        let first = TestClock()
+        try await withRunningDaemon(listeners: [ticker], clock: first) { _ in
+            try await first.waitForSleep(until: .seconds(10))
+            first.advance(by: .seconds(10))
+            try await ticks.wait { $0.count == 1 }
+        }
+        let second = TestClock()
+        try await withRunningDaemon(listeners: [ticker], clock: second) { _ in
+            try await second.waitForSleep(until: .seconds(10))
+            second.advance(by: .seconds(10))
+            try await ticks.wait { $0.count == 2 }
+        }
+    }
+
+    /// Started outside any daemon, stopped, then started from a hook: the daemon's clock.
+    @Test func aTaskFirstScheduledOutsideADaemonTakesTheDaemonsClockWhenStartedAgain() async throws {
+        let ticks = AsyncRecorder<String>()
+        let task = PeriodicTask()
+        task.schedule(every: .seconds(10)) { ticks.append("outside") }
+        await task.stop()
+        let clock = TestClock()
+        let listener = ServiceListener(name: "ticker") { ready in
+            task.schedule(every: .seconds(10)) { ticks.append("tick") }
+            ready()
+            await withCheckedContinuation { stopped in ready.onStop { _ in stopped.resume() } }
+            await task.stop()
+        }
+        try await withRunningDaemon(listeners: [listener], clock: clock) { _ in
+            try await clock.waitForSleep(until: .seconds(10))
+            clock.advance(by: .seconds(10))
+            try await ticks.wait { $0 == ["tick"] }
+        }
+    }
+}

@@ -80,14 +80,16 @@ package enum JSONValueDecoder {
 
     /// The values an enum with raw values and every case listed takes, as a message shows them
     /// (`"debug", "info"`, at most 16); `nil` for another type.
-    static func choices<T>(of type: T.Type) -> String? {
+    /// `asKeys`: every value quoted, as an object's keys are strings (`"80", "443"`).
+    static func choices<T>(of type: T.Type, asKeys: Bool = false) -> String? {
         guard let listed = type as? any (CaseIterable & RawRepresentable).Type else { return nil }
-        return rawValues(of: listed)
+        return rawValues(of: listed, asKeys: asKeys)
     }
 
-    private static func rawValues<E: CaseIterable & RawRepresentable>(of type: E.Type) -> String? {
+    private static func rawValues<E: CaseIterable & RawRepresentable>(of type: E.Type, asKeys: Bool) -> String? {
         let shown = type.allCases.prefix(17).map { choice in
-            (choice.rawValue as? String).map { "\"\(JSONValue.abbreviated($0))\"" } ?? "\(choice.rawValue)"
+            (choice.rawValue as? String).map { "\"\(JSONValue.abbreviated($0))\"" }
+                ?? (asKeys ? "\"\(choice.rawValue)\"" : "\(choice.rawValue)")
         }
         guard !shown.isEmpty else { return nil }
         return shown.prefix(16).joined(separator: ", ") + (shown.count > 16 ? ", …" : "")
@@ -319,15 +321,23 @@ package enum JSONValueDecoder {
                 let keyType = (type as? any DictionaryKeyedByAnyType.Type)?.keyType,
                 context.debugDescription == "Could not convert key to type \(keyType)"
             else { return nil }
-            let key = context.codingPath[path.count].stringValue
-            let found = "\"\(JSONValue.abbreviated(key))\""
+            let codingKey = context.codingPath[path.count]
+            // The standard library's words from a value's own init(from:) are no reason to
+            // blame a key the type takes.
+            guard let convertible = keyType as? any CodingKeyRepresentable.Type,
+                convertible.init(codingKey: codingKey) == nil
+            else { return nil }
+            let key = codingKey.stringValue
+            let found = DisplayText.quoted(key, limit: 40)
             let message =
-                if let choices = JSONValueDecoder.choices(of: keyType) {
+                if let choices = JSONValueDecoder.choices(of: keyType, asKeys: true) {
                     "expected a key that is one of \(choices), found \(found)"
                 } else {
                     "expected a key of \(keyType), found \(found)"
                 }
-            return Failure(path: path + [key], position: object[key]?.position ?? object.position, message: message)
+            let member: JSONValue.Member? =
+                if case .object(let members) = object.kind { members.last { $0.key == key } } else { nil }
+            return Failure(path: path + [key], position: member?.keyPosition ?? object.position, message: message)
         }
 
         /// A number as `F`. A text beyond `F`'s range is a failure naming the range, never
