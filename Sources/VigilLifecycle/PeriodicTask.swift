@@ -47,12 +47,9 @@ public final class PeriodicTask: Sendable {
         var task: Task<Void, Never>?
         /// Bumped by every (re)start so that a replaced loop never records a tick.
         var epoch = 0
-        /// What the running schedule's ticks follow; `nil` while stopped unless a clock was
-        /// given.
+        /// What the running schedule's ticks follow; `nil` while stopped (the next start
+        /// chooses).
         var clock: LoopClock?
-        /// The clock given (`init(clock:)`, `use(_:)`), if any: a schedule that starts without
-        /// one takes the daemon's clock at that start, or the monotonic one.
-        var given: LoopClock?
         /// The loop whose action runs now (of this epoch or an earlier one), if any: a loop
         /// that replaces it starts after it, and `stop()` cancels and waits for it too.
         var runningTick: (epoch: Int, task: Task<Void, Never>)?
@@ -67,22 +64,15 @@ public final class PeriodicTask: Sendable {
     /// follows it.
     @TaskLocal package static var daemonClock: LoopClock?
 
-    private let state: Mutex<State>
+    private let state = Mutex(State())
+    /// The clock given at `init`, if any: every start follows it instead of choosing.
+    private let given: LoopClock?
 
     /// Creates a stopped task.
-    public init() { state = Mutex(State(clock: nil, given: nil)) }
+    public init() { given = nil }
 
     /// Creates a stopped task whose ticks follow `clock` (a test's, advanced by hand).
-    package init(clock: LoopClock) { state = Mutex(State(clock: clock, given: clock)) }
-
-    /// Ticks from the next start on follow `clock`: a listener passes its context's
-    /// (``ListenerContext/clock``) before it schedules.
-    package func use(_ clock: LoopClock) {
-        state.withLock { state in
-            state.given = clock
-            state.clock = clock
-        }
-    }
+    package init(clock: LoopClock) { given = clock }
 
     /// The interval in force; zero when stopped.
     package var interval: Duration { state.withLock { $0.interval } }
@@ -109,11 +99,11 @@ public final class PeriodicTask: Sendable {
             state.epoch += 1
             guard interval > .zero, state.action != nil else {
                 state.anchor = nil
-                state.clock = state.given
+                state.clock = nil
                 return waiting
             }
             // A schedule keeps the clock it started on: its anchor is that clock's instant.
-            let clock = state.clock ?? Self.daemonClock ?? .monotonic
+            let clock = state.clock ?? given ?? Self.daemonClock ?? .monotonic
             state.clock = clock
             let now = clock.now
             let anchor = state.anchor ?? now
@@ -140,7 +130,7 @@ public final class PeriodicTask: Sendable {
         let (task, tick) = state.withLock { state -> (Task<Void, Never>?, Task<Void, Never>?) in
             state.interval = .zero
             state.anchor = nil
-            state.clock = state.given
+            state.clock = nil
             state.epoch += 1
             return (state.task.take(), state.runningTick?.task)
         }

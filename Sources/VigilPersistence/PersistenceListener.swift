@@ -179,7 +179,6 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
         state.withLock { $0 = store }
         let configuration = try context.values.require(CurrentConfiguration<Configuration>.self)
         let logger = context.logger
-        checkpoints.use(context.clock)
         let writeTimeout = min(fileTimeout, Self.deadline(within: context.budgets(for: name).userSignal))
         checkpoints.schedule(every: interval(configuration)) {
             do {

@@ -80,7 +80,6 @@ final class HeartbeatWorker: Listener {
             $0.count = restored
             $0.settings = settings
         }
-        ticker.use(context.clock)
         ticker.schedule(every: settings.interval) { [self] in beat(store: store, logger: context.logger) }
     }
 
