@@ -67,9 +67,14 @@ package struct StatusClient: Sendable {
         // Pid 1 is a daemon's own in a PID namespace of its own (PrivatePIDs=); nothing is
         // signalled here, so it is not refused as `reload` refuses it.
         guard pid > 0 else { return "\(file) names pid \(pid), not a daemon's" }
+        // "stopped" and "failed" are the last words of a daemon that ended on its own (a stop, a
+        // start that failed: exit 1 with the reason in its log); any other state was cut short.
         let how =
-            status.state == "stopped"
-            ? "it stopped" : "it was killed or crashed while \(DisplayText.quoted(status.state, limit: 16))"
+            switch status.state {
+            case "stopped": "it stopped"
+            case "failed": "its start failed; the reason is in its log"
+            default: "it was killed or crashed while \(DisplayText.quoted(status.state, limit: 16))"
+            }
         guard kill(pid, 0) == 0 || errno != ESRCH else {
             return "\(file) describes pid \(pid), which is no longer running (\(how))"
         }

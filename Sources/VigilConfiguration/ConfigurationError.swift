@@ -51,7 +51,10 @@ public struct ConfigurationError: Error, Hashable, Sendable, CustomStringConvert
 public struct InvalidValue: Error, Hashable, Sendable {
     /// The key path as components: `["heartbeat", "interval"]`.
     public var keyPath: [String]
-    /// What is wrong and what is allowed: "must be greater than 0 (found -1)".
+    /// What is wrong, what is allowed and what was found: "must be greater than 0 (found -1)".
+    /// The library adds nothing to it: a reason names the value found itself, text from the file
+    /// through `DisplayText.quoted(_:limit:)` (escaped, quoted and cut, as the library's own
+    /// messages quote it).
     public var reason: String
 
     public init(_ keyPath: [String], _ reason: String) {

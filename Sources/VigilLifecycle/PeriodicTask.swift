@@ -2,7 +2,9 @@ import Synchronization
 import VigilEventLoop
 
 /// Runs an action on a fixed schedule — every `interval`, counted from when it was started —
-/// until it is stopped: a heartbeat, a periodic checkpoint, a cache refresh.
+/// until it is stopped: a heartbeat, a periodic checkpoint, a cache refresh. The first tick
+/// comes one interval after ``schedule(every:_:)``, not at once: work wanted at start belongs
+/// in the listener's `start` (call the action there, then schedule it).
 ///
 /// ```swift
 /// let checkpoints = PeriodicTask()

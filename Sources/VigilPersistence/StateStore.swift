@@ -417,6 +417,20 @@ public final class StateStore: Sendable {
         }
     }
 
+    /// Removes what is stored under `key` (a key a daemon no longer uses, say); the file loses it
+    /// at the next checkpoint.
+    ///
+    /// - Returns: `true` when something was stored under `key`; `false` changes nothing.
+    @discardableResult
+    public func removeValue(forKey key: String) -> Bool {
+        storage.withLock { storage in
+            guard let index = storage.entries.firstIndex(where: { $0.key == key }) else { return false }
+            storage.entries.remove(at: index)
+            storage.revision += 1
+            return true
+        }
+    }
+
     /// `true` when something changed since the last checkpoint.
     package var hasUnsavedChanges: Bool { storage.withLock { $0.revision != $0.writtenRevision } }
 
@@ -462,7 +476,10 @@ public final class StateStore: Sendable {
             }
             return "\(entry.key) = \(text(entry.value)) (on disk: \(text(old)))"
         }
-        return changed.isEmpty ? "nothing" : changed.joined(separator: "; ")
+        let removed = written.filter { old in !entries.contains { $0.key == old.key } }.map {
+            "\($0.key) removed (on disk: \(text($0.value)))"
+        }
+        return changed.isEmpty && removed.isEmpty ? "nothing" : (changed + removed).joined(separator: "; ")
     }
 }
 

@@ -24,6 +24,27 @@ import VigilTesting
         #expect(reopened.restored.keys == 2)
     }
 
+    /// A key a daemon no longer uses goes from the file at the next checkpoint; removing a key
+    /// that is not there changes nothing (no checkpoint is due for it).
+    @Test func aRemovedKeyLeavesTheFileAtTheNextCheckpoint() throws {
+        let path = temporaryDirectory() + "/state.json"
+        let store = try StateStore(path: path)
+        try store.set(Counter(count: 41), forKey: "heartbeat")
+        try store.set(["x"], forKey: "tally")
+        #expect(try store.checkpoint())
+        #expect(store.removeValue(forKey: "nothing here") == false)
+        #expect(!store.hasUnsavedChanges)
+        #expect(store.removeValue(forKey: "tally"))
+        #expect(try store.value([String].self, forKey: "tally") == nil)
+        #expect(store.hasUnsavedChanges)
+        #expect(store.unsavedSummary == "tally removed (on disk: [\"x\"])")
+        #expect(try store.checkpoint())
+        #expect(readFile(path) == "{\n  \"formatVersion\": 1,\n  \"heartbeat\": {\n    \"count\": 41\n  }\n}\n")
+        let reopened = try StateStore(path: path)
+        #expect(try reopened.value([String].self, forKey: "tally") == nil)
+        #expect(try reopened.value(Counter.self, forKey: "heartbeat") == Counter(count: 41))
+    }
+
     @Test(arguments: [
         "{ \"formatVersion\": 1, \"heartbeat\": { \"count\": 4", "", "[]", "{ \"heartbeat\": {} }", "\u{1}garbage",
     ])

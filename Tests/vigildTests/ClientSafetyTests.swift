@@ -453,6 +453,11 @@ import VigilTesting
                 Self.statusJSON(pid: gone.pid, startTime: 1, state: "stopped"),
                 "describes pid \(gone.pid), which is no longer running (it stopped)"
             ),
+            // A start that failed exits by itself (1, the reason logged): not a crash.
+            (
+                Self.statusJSON(pid: gone.pid, startTime: 1, state: "failed"),
+                "describes pid \(gone.pid), which is no longer running (its start failed; the reason is in its log)"
+            ),
             (
                 Self.statusJSON(pid: standIn.pid, startTime: actual + 1),
                 "describes pid \(standIn.pid), which is no longer running (another process has that pid now)"
