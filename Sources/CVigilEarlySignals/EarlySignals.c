@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 static sigset_t original_mask;
-static struct sigaction original_pipe, original_file_size;
+static struct sigaction original_pipe, original_file_size, original_terminal_output;
 static bool saved;
 static uint64_t blocked_at;
 
@@ -43,6 +43,9 @@ static void cvigil_early_signals_block(void) {
     sigemptyset(&ignore.sa_mask);
     sigaction(SIGPIPE, &ignore, &original_pipe);
     sigaction(SIGXFSZ, &ignore, &original_file_size);
+    // A daemon started from a shell whose terminal has `stty tostop` would otherwise be stopped
+    // by its first log line (SIGTTOU), and then answer nothing, SIGTERM included, until a SIGCONT.
+    sigaction(SIGTTOU, &ignore, &original_terminal_output);
     saved = true;
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
@@ -62,5 +65,6 @@ void cvigil_early_signals_restore(void) {
     saved = false;
     sigaction(SIGPIPE, &original_pipe, NULL);
     sigaction(SIGXFSZ, &original_file_size, NULL);
+    sigaction(SIGTTOU, &original_terminal_output, NULL);
     sigprocmask(SIG_SETMASK, &original_mask, NULL);
 }

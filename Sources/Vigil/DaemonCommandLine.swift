@@ -291,7 +291,7 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
     package static var instanceLocks: Int { 2 }
 
     private func checkConfig(_ file: String?, directories: DaemonDirectories, output: CommandOutput) -> Int32 {
-        guard case .file(let path, _) = directories.configurationSource(file) else {
+        guard case .file(let path, let required) = directories.configurationSource(file) else {
             output.print(
                 "No file given and $CONFIGURATION_DIRECTORY is not set: \(name) would run with its embedded default."
             )
@@ -302,6 +302,14 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
             output.print("\(DisplayText.escapingControlCharacters(path)): configuration is valid")
             return 0
         } catch {
+            // As `run` decides: the file $CONFIGURATION_DIRECTORY names may be absent (the
+            // embedded default runs); one given on the command line must be there.
+            if !required, error.cause?.errno == ENOENT, FileSystem.isAbsent(path) {
+                output.print(
+                    "\(DisplayText.escapingControlCharacters(path)) does not exist: \(name) would run with its embedded default."
+                )
+                return 0
+            }
             output.error("\(name): \(error)")
             return 1
         }

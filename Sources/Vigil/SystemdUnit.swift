@@ -350,8 +350,21 @@ extension SystemdUnit {
             // systemd expands specifiers in ListenStream=: /run/%n would listen on /run/NAME.socket.
             return "the address contains %, which systemd expands as a specifier (%n, %i, …)"
         }
+        if let quoting = address.first(where: { "\"'\\$".contains($0) }) {
+            // Harmless to ListenStream= itself, but the path also goes into the unit's comments
+            // and an admin's shell: one spelling that every reader takes alike.
+            return "the address contains \(quoting); use a path without quotes, $ or \\"
+        }
         if address.hasPrefix("/") || address.hasPrefix("@") {
             guard address.utf8.count > 1 else { return "the socket path or abstract name is empty" }
+            if address.hasPrefix("/"),
+                address.split(separator: "/", omittingEmptySubsequences: false).dropFirst().contains(where: {
+                    $0.isEmpty || $0 == "." || $0 == ".."
+                })
+            {
+                return
+                    "the socket path is not normalized (an empty, . or .. component); write it as the file's own path"
+            }
             return address.utf8.count <= 107 ? nil : "a socket path is at most 107 bytes"
         }
         let expected = "expected /path, @abstract, PORT, IPV4:PORT or [IPV6]:PORT"

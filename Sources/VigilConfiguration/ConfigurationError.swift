@@ -112,8 +112,13 @@ extension ValidatedConfiguration {
 public protocol DefaultedConfiguration: ValidatedConfiguration, Encodable {}
 
 extension KeyedDecodingContainer {
-    /// The value for `key`, or `defaultValue` when the key is absent or null.
+    /// The value for `key`, or `defaultValue` when the key is absent.
+    ///
+    /// A key that is there is decoded as it is: `null` is an error ("expected a number, found
+    /// null") unless `T` is an `Optional`, as for a plain `decode`. It was taken as absent, so
+    /// `{"interval": null}` ran silently on the default where `{"interval": "5"}` was refused.
     public func decode<T: Decodable>(_ type: T.Type, forKey key: Key, default defaultValue: T) throws -> T {
-        try decodeIfPresent(type, forKey: key) ?? defaultValue
+        guard contains(key) else { return defaultValue }
+        return try decode(type, forKey: key)
     }
 }

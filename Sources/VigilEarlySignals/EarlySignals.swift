@@ -23,6 +23,9 @@ import CVigilEarlySignals
 ///   instead of killing the daemon.
 /// - ignores `SIGXFSZ`: a write past `RLIMIT_FSIZE` fails with `EFBIG` (a failed checkpoint,
 ///   reported as such) instead of a core dump.
+/// - ignores `SIGTTOU`: a daemon started from a shell whose terminal has `stty tostop` writes its
+///   log lines instead of being stopped by the first (and then answering nothing, `SIGTERM`
+///   included, until a `SIGCONT`).
 ///
 /// `SIGUSR2` is a user signal (`SignalMap.default`). `SIGQUIT` keeps its default (a core dump on
 /// request).

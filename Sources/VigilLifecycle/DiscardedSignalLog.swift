@@ -42,9 +42,12 @@ final class DiscardedSignalLog: Sendable {
         }
         if logNow {
             let text =
-                "Discarded \(signal): nothing in this daemon owns it. Unowned real-time signals are taken and "
-                + "dropped, so that they do not stay queued against RLIMIT_SIGPENDING; more are "
-                + "counted and reported at most once a minute (\(EventLoopExecutor.discardedSignals) so far)."
+                signal.rawValue >= ProcessSignal.realTimeMinimum
+                ? "Discarded \(signal): nothing in this daemon owns it. Unowned real-time signals are taken and "
+                    + "dropped, so that they do not stay queued against RLIMIT_SIGPENDING; more are "
+                    + "counted and reported at most once a minute (\(EventLoopExecutor.discardedSignals) so far)."
+                : "Discarded \(signal): it is not this daemon's reload signal (--reload-signal chose another), and "
+                    + "nothing else in it owns it; more are counted and reported at most once a minute."
             logger.warning("\(text)", metadata: ["VIGIL_SIGNAL": "\(signal)"])
         }
         if let scheduleIn {
@@ -70,7 +73,9 @@ final class DiscardedSignalLog: Sendable {
         let text =
             "Discarded \(count) more unowned signal\(count == 1 ? "" : "s") in the last minute"
             + (last.map { " (the last \($0))" } ?? "")
-            + "; \(EventLoopExecutor.discardedSignals) since the start."
+            // The loop's count is of the real-time signals it took; an ignored SIGHUP is not among them.
+            + ((last?.rawValue ?? ProcessSignal.realTimeMinimum) >= ProcessSignal.realTimeMinimum
+                ? "; \(EventLoopExecutor.discardedSignals) since the start." : ".")
         logger.warning("\(text)", metadata: ["VIGIL_SIGNALS_DISCARDED": "\(count)"])
     }
 }

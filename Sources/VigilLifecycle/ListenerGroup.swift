@@ -289,8 +289,13 @@ package final class ListenerGroup: Service {
             owner =
                 signals.actions.isEmpty
                 ? nil
-                : try SignalOwner(signals: signals.signals, unowned: discardedSignals.record) { [core] signal in
-                    if let event = signals.event(for: signal) { core.request(event) }
+                : try SignalOwner(signals: signals.signals, unowned: discardedSignals.record) {
+                    [core, discardedSignals] signal in
+                    if let event = signals.event(for: signal) {
+                        core.request(event)
+                    } else {
+                        discardedSignals.record(signal)
+                    }
                 }
         } catch {
             // A second daemon in the process says nothing to the service manager: the unit's

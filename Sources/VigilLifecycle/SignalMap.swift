@@ -19,6 +19,11 @@ package struct SignalMap: Sendable, Hashable {
         case userSignal
         /// Stop the daemon.
         case terminate
+        /// Nothing: the signal is owned (taken, so it does not stay pending) and the discard
+        /// logged. What a signal the reload moved away from becomes: after
+        /// `--reload-signal SIGRTMIN+3`, a `SIGHUP` (a closed terminal's, a habit's) is blocked
+        /// from the process's first instruction, so unowned it would stay pending unseen.
+        case ignore
     }
 
     /// The mapping, one entry per owned signal.
@@ -50,7 +55,7 @@ package struct SignalMap: Sendable, Hashable {
     package var reloadSignal: ProcessSignal? {
         get { actions.first(where: { $0.value == .reload })?.key }
         set {
-            for (signal, action) in actions where action == .reload { actions[signal] = nil }
+            for (signal, action) in actions where action == .reload { actions[signal] = .ignore }
             if let newValue { actions[newValue] = .reload }
         }
     }
@@ -61,7 +66,7 @@ package struct SignalMap: Sendable, Hashable {
         case .reload: .reload
         case .terminate: .terminate(.signal(signal))
         case .userSignal: .userSignal(signal)
-        case nil: nil
+        case .ignore, nil: nil
         }
     }
 

@@ -3,8 +3,8 @@ import VigilPlatform
 /// A process a daemon starts (a job, a hook script) with a clean signal state and without the
 /// service manager's variables: what a program expects when it starts, whatever the daemon has.
 ///
-/// Ignored signals and the signal mask survive `exec`. A Vigil daemon ignores `SIGPIPE` and
-/// `SIGXFSZ` and blocks `SIGHUP`, `SIGINT`, `SIGTERM`, `SIGUSR1`, `SIGUSR2` and every real-time
+/// Ignored signals and the signal mask survive `exec`. A Vigil daemon ignores `SIGPIPE`,
+/// `SIGXFSZ` and `SIGTTOU` and blocks `SIGHUP`, `SIGINT`, `SIGTERM`, `SIGUSR1`, `SIGUSR2` and every real-time
 /// signal (`EarlySignals`, the event loop's signalfd), so a child started with `fork`/`exec`,
 /// `posix_spawn` without attributes or Foundation's `Process` would run with `SIGPIPE` ignored
 /// (`yes | head` never ends) and deaf to `SIGTERM`. ``spawn(_:arguments:environment:passingServiceManagerVariables:inOwnProcessGroup:)``

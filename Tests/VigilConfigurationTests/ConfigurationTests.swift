@@ -87,6 +87,13 @@ import VigilTesting
             "/etc/sample.json:1:23: server.port: must be between 1 and 65535 (found 0)"
         ),
         ("{ \"ratio\": 2 }", "/etc/sample.json:1:12: ratio: must be between 0 and 1 (found 2.0)"),
+        // null is a value of the wrong type, not an absent key: it ran silently on the default.
+        ("{ \"ratio\": null }", "/etc/sample.json:1:12: ratio: expected a number, found null"),
+        ("{ \"server\": null }", "/etc/sample.json:1:13: server: expected an object, found null"),
+        (
+            "{ \"server\": { \"host\": null } }",
+            "/etc/sample.json:1:23: server.host: expected a string, found null"
+        ),
     ])
     func badInputGetsAClearError(text: String, message: String) {
         #expect(throws: ConfigurationError.self) { try load(text) }

@@ -19,9 +19,16 @@ import VigilTesting
     @Test func theReloadSignalCanMove() {
         var map = SignalMap.default
         map.reloadSignal = .realTime(3)
-        #expect(map[.sighup] == nil)
+        // Still owned (taken and its discard logged), not a reload: unowned, a SIGHUP blocked
+        // from the first instruction would stay pending unseen.
+        #expect(map[.sighup] == .ignore)
+        #expect(map.event(for: .sighup) == nil)
+        #expect(map.signals.contains(.sighup))
         #expect(map[.realTime(3)] == .reload)
         #expect(map.reloadSignal?.description == "SIGRTMIN+3")
+        map.reloadSignal = .sighup
+        #expect(map[.sighup] == .reload)
+        #expect(map[.realTime(3)] == .ignore)
     }
 
     @Test(arguments: [

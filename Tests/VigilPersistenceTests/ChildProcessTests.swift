@@ -12,7 +12,7 @@ import VigilTesting
     private static let blocked = [
         SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2, __libc_current_sigrtmin() + 3, __libc_current_sigrtmax(),
     ]
-    private static let ignored = [SIGPIPE, SIGXFSZ]
+    private static let ignored = [SIGPIPE, SIGXFSZ, SIGTTOU]
 
     /// Runs `body` with `ignored` ignored and `blocked` blocked on this thread (a synchronous
     /// test stays on one thread), as in a daemon; restores both after.

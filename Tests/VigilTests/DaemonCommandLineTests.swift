@@ -367,6 +367,20 @@ import VigilTesting
         #expect(bad.standardError.contains("server.port"), "\(bad.standardError)")
         let none = await Self.execute(["check-config"], name: "hello-http")
         #expect(none.standardOutput.contains("hello-http would run with its embedded default"))
+        // $CONFIGURATION_DIRECTORY without the file: `run` starts on the embedded default, so
+        // check-config says so (it said "cannot read the file" and exited 1). A file named on
+        // the command line must be there.
+        #expect(mkdir(directory + "/none", 0o755) == 0)
+        let empty = Self.environment(["CONFIGURATION_DIRECTORY": directory + "/none"])
+        let absent = await Self.execute(["check-config"], name: "hello-http", environment: empty)
+        #expect(absent.status == 0, "\(absent.standardError)")
+        #expect(
+            absent.standardOutput
+                == "\(directory)/none/hello-http.json does not exist: hello-http would run with its embedded default.\n"
+        )
+        let named = await Self.execute(["check-config", directory + "/none/hello-http.json"], name: "hello-http")
+        #expect(named.status == 1)
+        #expect(named.standardError.contains("No such file or directory"), "\(named.standardError)")
     }
 }
 

@@ -233,6 +233,19 @@ import VigilTesting
             ("080", "expected /path, @abstract, PORT, IPV4:PORT or [IPV6]:PORT"),
             ("+80", "expected /path, @abstract, PORT, IPV4:PORT or [IPV6]:PORT"),
             ("127.0.0.1:010", "expected /path, @abstract, PORT, IPV4:PORT or [IPV6]:PORT"),
+            // The README promised these were refused; they were printed into the unit.
+            ("/run/jobs/a\"b", "the address contains \"; use a path without quotes, $ or \\"),
+            ("@'q", "the address contains '; use a path without quotes, $ or \\"),
+            ("/run/a$b", "the address contains $; use a path without quotes, $ or \\"),
+            ("/run/a\\b", "the address contains \\; use a path without quotes, $ or \\"),
+            (
+                "/tmp/../etc/x",
+                "the socket path is not normalized (an empty, . or .. component); write it as the file's own path"
+            ),
+            (
+                "/run//jobs.sock",
+                "the socket path is not normalized (an empty, . or .. component); write it as the file's own path"
+            ),
         ] as [(String, String?)]
     )
     func socketAddressesAreChecked(address: String, problem: String?) {

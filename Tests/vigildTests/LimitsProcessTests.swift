@@ -100,7 +100,21 @@ import VigilTesting
         var sent = 0
         for _ in 0..<100_000 where kill(daemon.pid, signal) == 0 { sent += 1 }
         #expect(sent > 50_000, "the queue took \(sent)")
-        // No event says "the last one was taken": watch the process's pending set empty.
+        let lines = try await takenThenReloadsAndStops(daemon, socket, directory, taken: signal, reloadWith: SIGHUP)
+        #expect(lines.count == 1, "one line for the flood, not one per signal: \(lines.count)")
+        #expect(lines.first?.contains("SIGRTMIN+5") == true, "\(lines)")
+    }
+
+    /// Waits until `signal` is no longer pending in `daemon` (no event says "the last one was
+    /// taken": the process's pending set is watched), reloads it with `reload` and awaits the
+    /// answer, stops it cleanly; returns its log lines that say a signal was discarded.
+    private func takenThenReloadsAndStops(
+        _ daemon: DaemonProcess,
+        _ socket: FakeNotifySocket,
+        _ directory: String,
+        taken signal: Int32,
+        reloadWith reload: Int32
+    ) async throws -> [Substring] {
         let clock = ContinuousClock()
         let deadline = clock.now + .seconds(20)
         var pending = statusField("ShdPnd", of: daemon.pid) ?? ""
@@ -108,17 +122,48 @@ import VigilTesting
             try await Task.sleep(for: .milliseconds(20))
             pending = statusField("ShdPnd", of: daemon.pid) ?? ""
         }
-        #expect(!mask(pending, has: signal), "SIGRTMIN+5 still pending: ShdPnd \(pending)")
-        daemon.send(SIGHUP)
+        #expect(!mask(pending, has: signal), "signal \(signal) still pending: ShdPnd \(pending)")
+        daemon.send(reload)
         try await socket.datagrams.wait("READY=1 after a reload") { datagrams in
             datagrams.drop { !$0.lines.contains("RELOADING=1") }.contains { $0.lines.contains("READY=1") }
         }
+        #expect(socket.datagrams.values.filter { $0.lines.contains("RELOADING=1") }.count == 1, "one reload")
         daemon.send(SIGTERM)
         #expect(try await daemon.waitForExit() == 0)
-        let output = TextFile.read(directory + "/output.log") ?? ""
-        let lines = output.split(separator: "\n").filter { $0.contains("Discarded") }
-        #expect(lines.count == 1, "one line for the flood, not one per signal: \(lines.count)")
-        #expect(lines.first?.contains("SIGRTMIN+5") == true, "\(lines)")
+        return (TextFile.read(directory + "/output.log") ?? "").split(separator: "\n").filter {
+            $0.contains("Discarded")
+        }
+    }
+
+    /// Before: started from a shell whose terminal has `stty tostop`, vigild was stopped by its
+    /// first log line (SIGTTOU) and then answered nothing, SIGTERM included, until a SIGCONT.
+    /// Now SIGTTOU is ignored from the first instruction, as SIGPIPE and SIGXFSZ are.
+    @Test func terminalOutputCannotStopTheDaemon() async throws {
+        let socket = try FakeNotifySocket()
+        let (daemon, _) = try await VigildBinary.start(socket: socket)
+        let ignored = statusField("SigIgn", of: daemon.pid) ?? ""
+        for signal in [SIGTTOU, SIGPIPE, SIGXFSZ] {
+            #expect(mask(ignored, has: signal), "signal \(signal) not ignored: SigIgn \(ignored)")
+        }
+        daemon.send(SIGTERM)
+        #expect(try await daemon.waitForExit() == 0)
+    }
+
+    /// Before: with another reload signal, SIGHUP (blocked from the first instruction, like every
+    /// signal vigild answers) had no owner: it stayed pending for good, nothing was logged, and
+    /// `vigild reload` (SIGHUP unless told otherwise) waited out its timeout. Now it is taken and
+    /// the discard logged, once for a burst; the reload signal reloads.
+    @Test func sighupIsTakenAndNamedWhenAnotherSignalReloads() async throws {
+        let socket = try FakeNotifySocket()
+        let (daemon, directory) = try await VigildBinary.start(
+            socket: socket,
+            arguments: ["--reload-signal", "SIGUSR2"]
+        )
+        for _ in 0..<50 { daemon.send(SIGHUP) }
+        // One reload in all: SIGUSR2's; SIGHUP reloaded nothing.
+        let lines = try await takenThenReloadsAndStops(daemon, socket, directory, taken: SIGHUP, reloadWith: SIGUSR2)
+        #expect(lines.count == 1, "one line for the burst: \(lines)")
+        #expect(lines.first?.contains("Discarded SIGHUP: it is not this daemon's reload signal") == true, "\(lines)")
     }
 
     /// Before: started with stdin, stdout and stderr closed, vigild's epoll, eventfd and timerfd
