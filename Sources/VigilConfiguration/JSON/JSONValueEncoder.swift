@@ -214,7 +214,20 @@ package enum JSONValueEncoder {
 }
 
 /// Writes a ``JSONValue`` as JSON text.
+///
+/// Pretty text puts each member and element on a line of its own, indented two spaces a level,
+/// for the first ``indentedDepth`` levels; a container nested deeper is written compactly on
+/// the line where it starts. Indenting every level made the text grow with the square of the
+/// nesting: a 100 KB state file of arrays nested 250 deep came back from a checkpoint as 25 MB.
+/// Capped, pretty text has at most one line break per byte of the compact text, each with at
+/// most `2 × indentedDepth` spaces (and a space after each colon), so it is never more than
+/// `2 × indentedDepth + 3` times as long, whatever the nesting; at the depths Vigil's own files
+/// have, it is less than twice as long.
 package enum JSONWriter {
+    /// How many levels pretty text indents; deeper values are written compactly. A state file,
+    /// a status file or a configuration of Vigil's nests a few levels, well within it.
+    package static let indentedDepth = 8
+
     /// The text of `value`, indented with two spaces per level when `pretty`.
     package static func write(_ value: JSONValue, pretty: Bool = true) -> String {
         String(decoding: bytes(value, pretty: pretty), as: UTF8.self)
@@ -222,47 +235,99 @@ package enum JSONWriter {
 
     /// The UTF-8 text of `value`, as ``write(_:pretty:)`` spells it.
     package static func bytes(_ value: JSONValue, pretty: Bool = true) -> [UInt8] {
+        bytes(value, pretty: pretty, limit: .max) ?? []
+    }
+
+    /// The UTF-8 text of `value`, as ``write(_:pretty:)`` spells it, or `nil` once it is longer
+    /// than `limit` bytes: writing stops there, so a value whose text would be huge costs no
+    /// more than `limit` bytes of memory (and about as much time) to find out.
+    package static func bytes(_ value: JSONValue, pretty: Bool, limit: Int) -> [UInt8]? {
         var output: [UInt8] = []
-        output.reserveCapacity(512)
-        write(value, indent: 0, pretty: pretty, into: &output)
+        output.reserveCapacity(min(512, limit))
+        var layout = 0
+        guard write(value, level: 0, pretty: pretty, limit: limit, into: &output, layout: &layout) else { return nil }
         if pretty { output.append(UInt8(ascii: "\n")) }
-        return output
+        return output.count <= limit ? output : nil
     }
 
-    private static func newline(_ indent: Int, into output: inout [UInt8]) {
+    /// The compact text of `value` (at most `limit` bytes, else `nil`, as
+    /// ``bytes(_:pretty:limit:)``) and how long its pretty text is, found in the same pass: a
+    /// caller that picks one by their sizes writes the pretty text only once it knows it wants it.
+    package static func compact(_ value: JSONValue, limit: Int) -> (bytes: [UInt8], prettyCount: Int)? {
+        var output: [UInt8] = []
+        output.reserveCapacity(min(512, limit))
+        var layout = 0
+        guard write(value, level: 0, pretty: false, limit: limit, into: &output, layout: &layout),
+            output.count <= limit
+        else { return nil }
+        return (output, output.count + layout + 1)
+    }
+
+    /// A line break and the indentation of `level`; added to `layout`, written when `pretty`.
+    private static func newline(_ level: Int, pretty: Bool, into output: inout [UInt8], layout: inout Int) {
+        layout += 1 + 2 * level
+        guard pretty else { return }
         output.append(UInt8(ascii: "\n"))
-        for _ in 0..<indent { output.append(UInt8(ascii: " ")); output.append(UInt8(ascii: " ")) }
+        for _ in 0..<level { output.append(UInt8(ascii: " ")); output.append(UInt8(ascii: " ")) }
     }
 
-    private static func write(_ value: JSONValue, indent: Int, pretty: Bool, into output: inout [UInt8]) {
+    /// Writes `value`, which starts on a line indented `level` levels; `layout` counts what the
+    /// pretty text has beyond the compact one (line breaks, indentation, a space after each
+    /// colon), written only when `pretty`. `false` once `output` is longer than `limit`,
+    /// checked after each member and element, and before each string (one that cannot fit is
+    /// not copied; one that may, goes in whole, escaped).
+    private static func write(
+        _ value: JSONValue,
+        level: Int,
+        pretty: Bool,
+        limit: Int,
+        into output: inout [UInt8],
+        layout: inout Int
+    ) -> Bool {
+        // The members of a container at the last indented level go on its line, compactly.
+        let indented = level < indentedDepth
         switch value.kind {
         case .object(let members):
-            if members.isEmpty { output += "{}".utf8; return }
+            if members.isEmpty { output += "{}".utf8; return true }
             output.append(UInt8(ascii: "{"))
             for (index, member) in members.enumerated() {
                 if index > 0 { output.append(UInt8(ascii: ",")) }
-                if pretty { newline(indent + 1, into: &output) }
+                if indented { newline(level + 1, pretty: pretty, into: &output, layout: &layout) }
+                guard output.count + member.key.utf8.count <= limit else { return false }
                 quote(member.key, into: &output)
-                output += pretty ? ": ".utf8 : ":".utf8
-                write(member.value, indent: indent + 1, pretty: pretty, into: &output)
+                output.append(UInt8(ascii: ":"))
+                if indented {
+                    layout += 1
+                    if pretty { output.append(UInt8(ascii: " ")) }
+                }
+                guard
+                    write(member.value, level: level + 1, pretty: pretty, limit: limit, into: &output, layout: &layout),
+                    output.count <= limit
+                else { return false }
             }
-            if pretty { newline(indent, into: &output) }
+            if indented { newline(level, pretty: pretty, into: &output, layout: &layout) }
             output.append(UInt8(ascii: "}"))
         case .array(let elements):
-            if elements.isEmpty { output += "[]".utf8; return }
+            if elements.isEmpty { output += "[]".utf8; return true }
             output.append(UInt8(ascii: "["))
             for (index, element) in elements.enumerated() {
                 if index > 0 { output.append(UInt8(ascii: ",")) }
-                if pretty { newline(indent + 1, into: &output) }
-                write(element, indent: indent + 1, pretty: pretty, into: &output)
+                if indented { newline(level + 1, pretty: pretty, into: &output, layout: &layout) }
+                guard write(element, level: level + 1, pretty: pretty, limit: limit, into: &output, layout: &layout),
+                    output.count <= limit
+                else { return false }
             }
-            if pretty { newline(indent, into: &output) }
+            if indented { newline(level, pretty: pretty, into: &output, layout: &layout) }
             output.append(UInt8(ascii: "]"))
-        case .string(let text): quote(text, into: &output)
+        case .string(let text):
+            // Its text is at least as long as its UTF-8: one over the limit is not copied in vain.
+            guard output.count + text.utf8.count <= limit else { return false }
+            quote(text, into: &output)
         case .number(let text): output += text.utf8
         case .bool(let flag): output += flag ? "true".utf8 : "false".utf8
         case .null: output += "null".utf8
         }
+        return true
     }
 
     /// `text` as a JSON string. Control characters are escaped, and so are those `DisplayText`
