@@ -13,13 +13,28 @@ import VigilPlatform
 /// store with `context.values[StateStoreKey.self]` after declaring a dependency on the
 /// persistence listener.
 ///
+/// A checkpoint writes what the store's own reader reads back, and never much more than the
+/// state: indented for an admin to read (two spaces a level, the first
+/// ``VigilConfiguration/JSONWriter/indentedDepth`` levels; deeper ones on one line) when that
+/// text is at most 64 KiB or at most twice the compact text, compact otherwise; a state whose
+/// compact text is over 16 MiB fails the checkpoint (``StateStoreError/Code/tooLarge``) and the
+/// file keeps the previous one.
+///
 /// Nothing read is ever lost: a file that cannot be used — not a regular file (a FIFO, a
-/// directory, a symbolic link), over 16 MiB, not JSON, not the expected
-/// shape, or holding a value its listener rejects — is moved aside to `<path>.corrupt-<n>` with
+/// directory, a symbolic link), over 16 MiB (or over it once written back), not JSON, not the
+/// expected shape, or holding a value its listener rejects — is moved aside to `<path>.corrupt-<n>` with
 /// its original bytes, before anything writes to `path`, and the reason says where and what.
 public final class StateStore: Sendable {
     /// The format this build writes; files with a greater version are refused.
     package static let formatVersion = 1
+
+    /// How many arrays and objects may enclose one another in a stored value: what the reader
+    /// takes (``VigilConfiguration/JSONParser/maximumDepth``) less the file's own object.
+    package static let maximumValueDepth = JSONParser.maximumDepth - 1
+
+    /// A checkpoint whose indented text is at most this long is written indented whatever its
+    /// shape: the size of every state file an admin reads by eye.
+    package static let readableSize = 64 << 10
 
     /// The state file.
     package let path: String
@@ -60,6 +75,24 @@ public final class StateStore: Sendable {
     /// Serialises checkpoints (and moving the file aside) so a later one never writes an older
     /// snapshot.
     private let writer = Mutex(0)
+    /// What a checkpoint under way is doing: a ``CheckpointStage`` raw value.
+    private let stage = Atomic<UInt8>(CheckpointStage.idle.rawValue)
+
+    /// What the checkpoint under way is doing, for a caller whose wait for it timed out: one
+    /// still making the text of a large state is slow for its size, not for the file system.
+    package enum CheckpointStage: UInt8, Sendable {
+        /// None runs.
+        case idle
+        /// Making the text of the state (what takes long for a large state).
+        case makingText
+        /// Writing the file: `write`, `fsync`, `rename`, `fsync` of the directory.
+        case writing
+    }
+
+    /// What the checkpoint under way is doing.
+    package var checkpointStage: CheckpointStage {
+        CheckpointStage(rawValue: stage.load(ordering: .relaxed)) ?? .idle
+    }
 
     /// The state directory must be the daemon's: owned by it or root, and not writable by
     /// group or others, or another local user could plant state or a directory at the temporary
@@ -246,6 +279,23 @@ public final class StateStore: Sendable {
         do {
             let bytes = try FileSystem.read(path, limit: FileSystem.stateLimit, followSymlinks: false)
             let contents = try Self.parse(bytes)
+            // Written back, a file can grow: each character the writer escapes (DEL, C1 controls,
+            // U+2028, bidirectional controls, `\b`) takes six bytes, at most six times what the
+            // file spent on it. A state no checkpoint could write is no use: every later change
+            // would be lost. Below a sixth of the limit it always fits, so this costs ordinary
+            // files nothing.
+            if bytes.count > FileSystem.stateLimit / 6,
+                JSONWriter.bytes(Self.document(contents.entries), pretty: false, limit: FileSystem.stateLimit) == nil
+            {
+                throw StateStoreError.invalidFile(
+                    line: 0,
+                    column: 0,
+                    keyPath: "",
+                    reason: "written back it would take more than \(FileSystem.describeSize(FileSystem.stateLimit)), "
+                        + "the most the state file may hold (its strings hold characters it writes escaped, "
+                        + "as \\u007f, six bytes each), so no checkpoint could write it"
+                )
+            }
             storage.withLock {
                 $0.entries = contents.entries
                 $0.original = bytes
@@ -389,9 +439,12 @@ public final class StateStore: Sendable {
     ///
     /// - Throws: ``StateStoreError/Code/invalidKey`` for `formatVersion` or a `key` with more than 30 combining marks
     ///   in a row, which the file's reader refuses (comparing or hashing one takes quadratic
-    ///   time); for such a key inside `value`, or a value JSON cannot hold (infinity, NaN), an
-    ///   error that names it; or the value's own encoding error. Nothing is stored then, and
-    ///   what was stored before stays.
+    ///   time); ``StateStoreError/Code/tooLarge`` for a value the file cannot hold whatever else
+    ///   is stored: over 16 MiB written compactly, or nesting arrays and objects more than
+    ///   ``maximumValueDepth`` deep; for such a key inside `value`, or a value JSON cannot hold
+    ///   (infinity, NaN), an error that names it; or the value's own encoding error. Nothing is
+    ///   stored then, and what was stored before stays. Values that fit one by one but not
+    ///   together fail the checkpoint instead (see ``checkpoint(force:)``).
     public func set<T: Encodable>(_ value: T, forKey key: String) throws {
         guard key != "formatVersion" else {
             throw StateStoreError.invalidKey(
@@ -407,6 +460,7 @@ public final class StateStore: Sendable {
             )
         }
         let encoded = try JSONValueEncoder.encode(value)
+        try Self.checkWritable(encoded, forKey: key)
         storage.withLock { storage in
             if let index = storage.entries.firstIndex(where: { $0.key == key }) {
                 storage.entries[index].value = encoded
@@ -436,17 +490,28 @@ public final class StateStore: Sendable {
 
     /// Writes the state to the file, crash-safely.
     ///
+    /// The text is indented when that is at most 64 KiB or at most twice the compact text, and
+    /// compact otherwise (see ``text(of:)``), so it never grows far beyond the state whatever
+    /// its shape.
+    ///
     /// - Parameter force: write even when nothing changed.
     /// - Returns: `true` when the file was written.
+    /// - Throws: ``StateStoreError/Code/tooLarge`` when the state is more than the file may hold
+    ///   (16 MiB written compactly, what the reader at the next start takes), naming the largest
+    ///   values; the file is left as it is, holding the previous checkpoint. Else the write's
+    ///   ``VigilPOSIX/SystemError``.
     @discardableResult
     public func checkpoint(force: Bool = false) throws -> Bool {
         try writer.withLock { _ in
             let (entries, revision, written) = storage.withLock { ($0.entries, $0.revision, $0.writtenRevision) }
             guard force || revision != written else { return false }
-            let document = JSONValue(
-                .object([.init(key: "formatVersion", value: JSONValue(.number("\(Self.formatVersion)")))] + entries)
-            )
-            try FileSystem.writeAtomically(JSONWriter.bytes(document), to: path)
+            stage.store(CheckpointStage.makingText.rawValue, ordering: .relaxed)
+            defer { stage.store(CheckpointStage.idle.rawValue, ordering: .relaxed) }
+            guard let text = Self.text(of: entries) else {
+                throw StateStoreError.tooLarge(path: path, reason: Self.tooLargeReason(entries))
+            }
+            stage.store(CheckpointStage.writing.rawValue, ordering: .relaxed)
+            try FileSystem.writeAtomically(text, to: path)
             storage.withLock {
                 $0.replacedOriginal = true
                 if revision > $0.writtenRevision {
@@ -456,6 +521,103 @@ public final class StateStore: Sendable {
             }
             return true
         }
+    }
+
+    /// The state file's object: `formatVersion`, then `entries`.
+    private static func document(_ entries: [JSONValue.Member]) -> JSONValue {
+        JSONValue(.object([.init(key: "formatVersion", value: JSONValue(.number("\(formatVersion)")))] + entries))
+    }
+
+    /// The text a checkpoint writes for `entries`, or `nil` when even its compact text is over
+    /// ``VigilPOSIX/FileSystem/stateLimit``, which the reader refuses.
+    ///
+    /// Indented (as ``VigilConfiguration/JSONWriter`` writes it) when that is at most
+    /// ``readableSize`` or at most twice the compact text; compact otherwise. So the file is
+    /// never more than twice the compact text or 64 KiB, and never over the reader's limit. An
+    /// ordinary state (a few keys, a few levels) stays as an admin reads it; what would be long
+    /// mostly for its indentation (a long list of numbers, values nested deeply) is written
+    /// compactly, and writing it costs time and memory in proportion to the compact text.
+    ///
+    /// A state that is not small is written compactly first, which tells how long the indented
+    /// text is; that is written only when it is to be used, and each attempt stops once past its
+    /// limit (64 KiB, 16 MiB; a string that may fit goes in whole, escaped), so a state too large
+    /// for the file costs little more than the limit to find out.
+    package static func text(of entries: [JSONValue.Member]) -> [UInt8]? {
+        let document = Self.document(entries)
+        if let pretty = JSONWriter.bytes(document, pretty: true, limit: readableSize) { return pretty }
+        guard let (compact, prettyCount) = JSONWriter.compact(document, limit: FileSystem.stateLimit) else {
+            return nil
+        }
+        guard prettyCount <= 2 * compact.count, prettyCount <= FileSystem.stateLimit else { return compact }
+        return JSONWriter.bytes(document)
+    }
+
+    /// Refuses `value` under `key` when no state file could hold it: the reader refuses arrays
+    /// and objects nested more than ``maximumValueDepth`` deep in it, or a file over
+    /// ``VigilPOSIX/FileSystem/stateLimit`` (that of `value` alone, compactly).
+    private static func checkWritable(_ value: JSONValue, forKey key: String) throws(StateStoreError) {
+        guard let bound = compactBound(of: value, depth: maximumValueDepth) else {
+            throw StateStoreError.tooLarge(
+                key: key,
+                reason: "its value nests arrays and objects more than \(maximumValueDepth) levels deep, which the "
+                    + "state file's reader refuses (so the next start would set the whole file aside); store it "
+                    + "flatter. Nothing was stored, and what was stored before under the key stays"
+            )
+        }
+        // Exactly only when it might not fit: a value of fewer bytes does.
+        guard bound + 6 * key.utf8.count + 32 > FileSystem.stateLimit,
+            JSONWriter.bytes(document([.init(key: key, value: value)]), pretty: false, limit: FileSystem.stateLimit)
+                == nil
+        else { return }
+        throw StateStoreError.tooLarge(
+            key: key,
+            reason: "its value takes more than \(FileSystem.describeSize(FileSystem.stateLimit)) written compactly, "
+                + "more than the state file may hold (what its reader takes); store less under it. Nothing was "
+                + "stored, and what was stored before under the key stays"
+        )
+    }
+
+    /// At least as many bytes as the compact text of `value` takes (every byte of its strings
+    /// counted as its longest escape, six bytes), in one walk that makes nothing; `nil` when it
+    /// nests more than `depth` arrays and objects (the walk stops there).
+    private static func compactBound(of value: JSONValue, depth: Int) -> Int? {
+        switch value.kind {
+        case .object(let members):
+            guard depth > 0 else { return nil }
+            var total = 2
+            for member in members {
+                guard let size = compactBound(of: member.value, depth: depth - 1) else { return nil }
+                total += 4 + 6 * member.key.utf8.count + size
+            }
+            return total
+        case .array(let elements):
+            guard depth > 0 else { return nil }
+            var total = 2
+            for element in elements {
+                guard let size = compactBound(of: element, depth: depth - 1) else { return nil }
+                total += 1 + size
+            }
+            return total
+        case .string(let text): return 2 + 6 * text.utf8.count
+        case .number(let text): return text.utf8.count
+        case .bool, .null: return 5
+        }
+    }
+
+    /// Why a checkpoint of `entries` cannot be written: the largest values, and what to do.
+    private static func tooLargeReason(_ entries: [JSONValue.Member]) -> String {
+        let limit = FileSystem.stateLimit
+        let sizes = entries.map { entry in
+            // `{"key":value}`: the key and its value; nil when over the limit alone.
+            (entry.key, JSONWriter.bytes(JSONValue(.object([entry])), pretty: false, limit: limit).map { $0.count - 2 })
+        }
+        let largest = sizes.sorted { ($0.1 ?? .max) > ($1.1 ?? .max) }.prefix(3).map { key, size in
+            "\(DisplayText.quoted(key, limit: 32)) \(size.map { "\($0) bytes" } ?? "over \(FileSystem.describeSize(limit))")"
+        }
+        return "the state takes more than \(FileSystem.describeSize(limit)) (\(limit) bytes) even written "
+            + "compactly, more than the reader at the next start takes; the largest of its \(entries.count) "
+            + "values: \(largest.joined(separator: ", ")). The file keeps the previous checkpoint; store less "
+            + "under those keys, or remove those no longer used (removeValue(forKey:))"
     }
 
     /// What the file lacks compared with memory, for a message when a checkpoint fails: each

@@ -10,7 +10,7 @@ public struct StateStoreError: Error, Hashable, CustomStringConvertible {
     /// What kind of failure this is; compare with the static members.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: Hashable, Sendable {
-            case newerFormat, invalidFile, unreadable, invalidKey, invalidEntry
+            case newerFormat, invalidFile, unreadable, invalidKey, invalidEntry, tooLarge
         }
 
         private let base: Base
@@ -29,6 +29,12 @@ public struct StateStoreError: Error, Hashable, CustomStringConvertible {
         public static let invalidKey = Self(.invalidKey)
         /// A stored value does not decode as the listener's type, or its validation rejects it.
         public static let invalidEntry = Self(.invalidEntry)
+        /// More than the state file may hold, so that the reader at the next start would refuse
+        /// it: ``StateStore/set(_:forKey:)`` refuses a value over 16 MiB or nested too deeply
+        /// (nothing is stored), and ``StateStore/checkpoint(force:)`` a state over 16 MiB (the
+        /// file keeps the previous checkpoint). The description names the key or the largest
+        /// values.
+        public static let tooLarge = Self(.tooLarge)
 
         public var description: String { "\(base)" }
     }
@@ -49,7 +55,8 @@ public struct StateStoreError: Error, Hashable, CustomStringConvertible {
     package var movedAside: String?
     /// The format version found, for ``Code/newerFormat``.
     package var version = 0
-    /// The key as given, for ``Code/invalidKey``.
+    /// The key as given, for ``Code/invalidKey`` and a ``Code/tooLarge`` from
+    /// ``StateStore/set(_:forKey:)``.
     package var key: String = ""
     /// The failed read, for ``Code/unreadable``.
     package var cause: SystemError?
@@ -79,6 +86,22 @@ public struct StateStoreError: Error, Hashable, CustomStringConvertible {
     package static func invalidKey(key: String, reason: String) -> Self {
         var error = Self(.invalidKey)
         error.key = key
+        error.reason = reason
+        return error
+    }
+
+    /// A value ``StateStore/set(_:forKey:)`` refuses to store under `key`.
+    package static func tooLarge(key: String, reason: String) -> Self {
+        var error = Self(.tooLarge)
+        error.key = key
+        error.reason = reason
+        return error
+    }
+
+    /// A checkpoint to `path` that was not written.
+    package static func tooLarge(path: String, reason: String) -> Self {
+        var error = Self(.tooLarge)
+        error.path = path
         error.reason = reason
         return error
     }
@@ -116,6 +139,10 @@ public struct StateStoreError: Error, Hashable, CustomStringConvertible {
             )
         case .invalidKey:
             return "cannot store the key \(DisplayText.quoted(key, limit: 16)): \(reason)"
+        case .tooLarge where path.isEmpty:
+            return "cannot store the key \(DisplayText.quoted(key, limit: 16)): \(reason)"
+        case .tooLarge:
+            return DisplayText.escapingControlCharacters("cannot write a checkpoint to \(path): \(reason)")
         default:
             let place = line > 0 ? ":\(line):\(column)" : ""
             let aside = movedAside.map { "; moved the file to \($0)" } ?? ""

@@ -24,7 +24,8 @@ package enum FuzzTargets {
     package static func target(named name: String) -> Target? { all.first { $0.directory == name } }
 
     /// (a) The JSON parser alone. A syntax error must have a message and a position; a parsed
-    /// document must come back unchanged through ``JSONWriter`` (compact and pretty).
+    /// document must come back unchanged through ``JSONWriter`` (compact and pretty), its pretty
+    /// text within a constant factor of the compact one.
     package static func parseJSON(_ bytes: [UInt8]) {
         let value: JSONValue
         do {
@@ -47,6 +48,18 @@ package enum FuzzTargets {
                 fatalError("a round trip through JSONWriter changed the document: \(text.prefix(300))")
             }
         }
+        // Pretty text is within a constant factor of the compact text, whatever the nesting (it
+        // grew with its square), and the compact pass tells its size to the byte.
+        let compact = JSONWriter.bytes(value, pretty: false)
+        let pretty = JSONWriter.bytes(value)
+        guard pretty.count <= (2 * JSONWriter.indentedDepth + 3) * compact.count else {
+            fatalError("pretty text of \(pretty.count) bytes for \(compact.count) compact ones")
+        }
+        guard JSONWriter.compact(value, limit: .max)?.prettyCount == pretty.count else {
+            fatalError(
+                "the compact pass measured the pretty text wrong: \(String(decoding: compact.prefix(300), as: UTF8.self))"
+            )
+        }
     }
 
     /// (b) The configuration path of vigild: parse, decode (unknown keys rejected), validate.
@@ -65,10 +78,26 @@ package enum FuzzTargets {
         }
     }
 
-    /// (c) The state file: bytes → `StateStore.parse` (what opening the store does) → the
-    /// heartbeat's count, decoded the way vigild reads it.
+    /// (c) The state file: bytes → `StateStore.parse` (what opening the store does) → what a
+    /// checkpoint writes of it, and the heartbeat's count, decoded the way vigild reads it.
     package static func restoreState(_ bytes: [UInt8]) {
         guard let contents = try? StateStore.parse(bytes) else { return }
+        // What a checkpoint writes of it reads back as the same state, and is at most twice its
+        // compact text (or 64 KiB), whatever its nesting.
+        let document = JSONValue(
+            .object([.init(key: "formatVersion", value: JSONValue(.number("1")))] + contents.entries)
+        )
+        if let text = StateStore.text(of: contents.entries) {
+            guard let again = try? StateStore.parse(text), again.entries.count == contents.entries.count,
+                zip(again.entries, contents.entries).allSatisfy({ $0.key == $1.key && sameContent($0.value, $1.value) })
+            else {
+                fatalError("a checkpoint's text does not read back as the state: \(text.prefix(300))")
+            }
+            let compact = JSONWriter.bytes(document, pretty: false).count
+            guard text.count <= max(2 * compact, StateStore.readableSize) else {
+                fatalError("a checkpoint's text of \(text.count) bytes for \(compact) compact ones")
+            }
+        }
         guard let stored = contents.entries.last(where: { $0.key == "heartbeat" })?.value else { return }
         guard
             let heartbeat = try? JSONValueDecoder.decode(
