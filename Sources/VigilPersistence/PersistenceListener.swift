@@ -118,6 +118,10 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
         switch outcome {
         case .finished(let result): _ = try result.get()
         case .timedOut:
+            // The file system is to blame only once the write has reached it.
+            if store.checkpointStage == .makingText {
+                throw CheckpointTextTooSlow(path: store.path, deadline: deadline)
+            }
             throw SystemError(
                 path: store.path,
                 operation: "write a checkpoint",
@@ -267,10 +271,44 @@ package struct FinalCheckpointError: Error, CustomStringConvertible, ErrnoRepres
     /// What is lost, e.g. "changes to heartbeat since the checkpoint of 12 s ago".
     package let lost: String
 
-    package var errno: Int32 { (cause as? any ErrnoRepresentable)?.errno ?? EIO }
+    package init(path: String, cause: any Error, lost: String) {
+        self.path = path
+        self.cause = cause
+        self.lost = lost
+    }
+
+    /// A state too large for the file: no file system is to blame, and none can help.
+    private var tooLarge: Bool { (cause as? StateStoreError)?.code == .tooLarge }
+
+    package var errno: Int32 { tooLarge ? EFBIG : (cause as? any ErrnoRepresentable)?.errno ?? EIO }
 
     package var description: String {
-        "the final checkpoint to \(path) failed (\(cause)); lost: \(lost). "
-            + "The file still holds the previous checkpoint; free space or fix the directory before the next start."
+        "the final checkpoint to \(path) failed (\(cause)); lost: \(lost). The file still holds the previous checkpoint"
+            + (tooLarge || cause is CheckpointTextTooSlow
+                ? "." : "; free space or fix the directory before the next start.")
+    }
+}
+
+/// A checkpoint that missed its deadline before its write began: making the text of the state
+/// took that long (a very large state, or a machine short of CPU), and no file system is to blame.
+package struct CheckpointTextTooSlow: Error, CustomStringConvertible, ErrnoRepresentable {
+    /// The state file.
+    package let path: String
+    /// How long the checkpoint had.
+    package let deadline: Duration
+
+    package init(path: String, deadline: Duration) {
+        self.path = path
+        self.deadline = deadline
+    }
+
+    package var errno: Int32 { ETIMEDOUT }
+
+    package var description: String {
+        DisplayText.escapingControlCharacters(
+            "cannot write a checkpoint to \(path): making the text of the state took more than \(deadline.formatted), "
+                + "before anything was written (a very large state, or a machine short of CPU; store less in it); "
+                + "it goes on in the background and the file keeps the previous checkpoint until it ends"
+        )
     }
 }

@@ -377,4 +377,75 @@ struct PortListener: Listener {
         #expect(message.contains("'persistence' the final checkpoint to \(path) failed"), "\(message)")
         #expect(message.contains("lost: worker = {\"count\":2} (on disk: {\"count\":1})"), "\(message)")
     }
+
+    /// A final checkpoint of a state too large for the file fails the stop with what is too
+    /// large and what was lost, and blames no file system: freeing space or fixing the
+    /// directory would not help. The file keeps the previous checkpoint, and the marker stays.
+    @Test func aFinalCheckpointOfAStateTooLargeFailsTheStopWithoutBlamingTheFileSystem() async throws {
+        let path = temporaryDirectory() + "/state.json"
+        let listener = persistence(path)
+        let error = await #expect(throws: ListenerGroupError.self) {
+            try await withRunningDaemon(
+                listeners: [ConfigurationListener<SampleConfiguration>(source: .embeddedDefault), listener]
+            ) { daemon in
+                let store = try #require(listener.store)
+                try store.set(Counter(count: 1), forKey: "worker")
+                try store.checkpoint()
+                try store.set(Counter(count: 2), forKey: "worker")
+                let nine = String(repeating: "x", count: 9 << 20)
+                try store.set(nine, forKey: "first")
+                try store.set(nine, forKey: "second")
+            }
+        }
+        #expect(error?.code == .stopFailed)
+        let message = error?.message ?? ""
+        #expect(
+            message.contains(
+                "'persistence' the final checkpoint to \(path) failed (cannot write a checkpoint to \(path): the state "
+                    + "takes more than 16 MiB (16777216 bytes) even written compactly"
+            ),
+            "\(message)"
+        )
+        #expect(message.contains("lost: worker = {\"count\":2} (on disk: {\"count\":1})"), "\(message)")
+        #expect(message.hasSuffix("The file still holds the previous checkpoint."), "\(message)")
+        #expect(!message.contains("file system") && !message.contains("free space"), "\(message)")
+        #expect(readFile(path) == "{\n  \"formatVersion\": 1,\n  \"worker\": {\n    \"count\": 1\n  }\n}\n")
+        #expect(access(path + ".running", F_OK) == 0, "the marker stays: the next start says what was lost")
+    }
+
+    /// Each cause says whom to blame: a state too large (`EFBIG`), or one whose text took longer
+    /// to make than the deadline, is no fault of the file system.
+    @Test func aFailedCheckpointNamesItsCause() {
+        let tooLarge = FinalCheckpointError(
+            path: "/s/state.json",
+            cause: StateStoreError.tooLarge(path: "/s/state.json", reason: "the state takes more than 16 MiB"),
+            lost: "nothing"
+        )
+        #expect(tooLarge.errno == EFBIG)
+        #expect(
+            tooLarge.description
+                == "the final checkpoint to /s/state.json failed (cannot write a checkpoint to /s/state.json: the state "
+                + "takes more than 16 MiB); lost: nothing. The file still holds the previous checkpoint."
+        )
+        let slow = FinalCheckpointError(
+            path: "/s/state.json",
+            cause: CheckpointTextTooSlow(path: "/s/state.json", deadline: .seconds(5)),
+            lost: "nothing"
+        )
+        #expect(slow.errno == ETIMEDOUT)
+        #expect(
+            slow.description
+                == "the final checkpoint to /s/state.json failed (cannot write a checkpoint to /s/state.json: making "
+                + "the text of the state took more than 5 s, before anything was written (a very large state, or a "
+                + "machine short of CPU; store less in it); it goes on in the background and the file keeps the "
+                + "previous checkpoint until it ends); lost: nothing. The file still holds the previous checkpoint."
+        )
+        let disk = FinalCheckpointError(
+            path: "/s/state.json",
+            cause: SystemError(path: "/s/state.json.tmp", operation: "write", errno: ENOSPC),
+            lost: "nothing"
+        )
+        #expect(disk.errno == ENOSPC)
+        #expect(disk.description.hasSuffix("free space or fix the directory before the next start."))
+    }
 }
