@@ -536,26 +536,31 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
 /// The instance locks of a running daemon's directories, held until the process ends.
 package final class HeldLocks: Sendable {
     private let locks = Mutex<[InstanceLock]>([])
-
     package init() {}
 
     /// Creates the runtime and (for a daemon that keeps state) the state directory (explicit
     /// modes, whatever the umask) and takes each one's `InstanceLock` before anything is written
     /// in either; returns the runtime directory, for the status file to start in. A second
     /// daemon on either directory fails here naming the first's pid.
+    ///
+    /// Both paths are checked first, before either directory is made (``DirectoryPathRule``: no
+    /// link another user made, no parent another user may change): a refused run makes no
+    /// directory, none behind another user's link either.
     package func takeDirectories(
         runtime: DaemonDirectories.Runtime,
         state: String?
     )
         throws(SystemError) -> TrustedDirectory
     {
+        try DirectoryPathRule.check(runtime.path, role: .runtime)
+        if let state { try DirectoryPathRule.check(state, role: .state) }
         let runtimeDirectory = try TrustedDirectory.create(runtime.path, privateToCaller: runtime.privateToCaller)
         var held = [try runtimeDirectory.lockInstance()]
         if let state {
-            try FileSystem.makeDirectories(state)
-            // A link another user made and a mode others may write with are refused before the
-            // lock file is made in it; the owner after, so that a second daemon on a running
-            // one's directory hears the pid that runs there.
+            try DirectoryPathRule.create(state, role: .state)
+            // A mode others may write with is refused before the lock file is made in it; the
+            // owner after, so that a second daemon on a running one's directory hears the pid
+            // that runs there.
             try StateStore.checkOwnership(of: state, checkingOwner: false)
             held.append(try InstanceLock.acquire(inDirectoryAt: state, held: held[0]))
             try StateStore.checkOwnership(of: state)

@@ -256,12 +256,22 @@ package enum FileSystem {
     /// directory this call creates gets its mode set on its descriptor after `mkdir` (a umask
     /// of 0777 made them mode 000, and such a leftover failed every later start). Existing
     /// directories are left as they are.
-    package static func makeDirectories(_ path: String, mode: mode_t = 0o700) throws(SystemError) {
+    ///
+    /// - Parameter verify: called with each directory on the way (`/a`, `/a/b`, … `path`) once
+    ///   it exists, made or found, before anything is made in it; what it throws ends the call.
+    package static func makeDirectories(
+        _ path: String,
+        mode: mode_t = 0o700,
+        verifying verify: (_ directory: String) throws(SystemError) -> Void = { _ in }
+    ) throws(SystemError) {
         var current = path.hasPrefix("/") ? "" : "."
         for component in path.split(separator: "/") {
             current += "/" + component
             guard mkdir(current, mode) == 0 else {
-                if errno == EEXIST { continue }
+                if errno == EEXIST {
+                    try verify(current)
+                    continue
+                }
                 throw SystemError(path: current, operation: "create directory", errno: errno)
             }
             let descriptor = open(current, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
@@ -270,12 +280,15 @@ package enum FileSystem {
                 guard chmod(current, mode) == 0 else {
                     throw SystemError(path: current, operation: "set the mode of", errno: errno)
                 }
+                try verify(current)
                 continue
             }
-            defer { close(descriptor) }
             guard fchmod(descriptor, mode) == 0 else {
+                close(descriptor)
                 throw SystemError(path: current, operation: "set the mode of", errno: errno)
             }
+            close(descriptor)
+            try verify(current)
         }
     }
 }

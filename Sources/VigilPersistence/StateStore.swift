@@ -111,25 +111,7 @@ public final class StateStore: Sendable {
     ///   (owned by its `DynamicUser=`) hears whose it is, not whom the directory belongs to.
     package static func checkOwnership(of directory: String, checkingOwner: Bool = true) throws(SystemError) {
         let caller = geteuid()
-        // Every component as written, the last one and those above it (`/tmp/theirs/state`,
-        // where `theirs` is another user's link, leads where that user chooses just the same).
-        var prefix = directory.hasPrefix("/") ? "" : "."
-        for component in directory.split(separator: "/") {
-            prefix += "/" + component
-            var link = stat()
-            guard lstat(prefix, &link) == 0, link.st_mode & S_IFMT == S_IFLNK, link.st_uid != caller, link.st_uid != 0
-            else { continue }
-            let which = prefix == directory || prefix == "./" + directory ? "it" : "\(prefix), on its path,"
-            throw SystemError(
-                path: directory,
-                operation: "use as the state directory",
-                errno: ELOOP,
-                detail:
-                    "\(which) is a symbolic link made by uid \(link.st_uid), not by this process (uid \(caller)) or "
-                    + "root, so that user chooses where it leads; give the directory itself"
-            )
-        }
-        try checkParents(of: directory, caller: caller)
+        try DirectoryPathRule.check(directory, role: .state)
         var info = stat()
         guard stat(directory, &info) == 0 else {
             throw SystemError(path: directory, operation: "check the state directory", errno: errno)
@@ -151,65 +133,6 @@ public final class StateStore: Sendable {
                 detail: "\(who) may write in it (mode \(String(info.st_mode & 0o7777, radix: 8))); chmod go-w it"
             )
         }
-    }
-
-    /// The uid files of the host's root show in this user namespace when that namespace does not
-    /// map it (`unshare -r`, a rootless container, `PrivateUsers=self`): the kernel's overflow
-    /// uid (65534). `nil` when root is mapped (as on the host). Such a parent is taken for
-    /// root's: from inside, it cannot be told from another unmapped user's.
-    private static let unmappedRoot: uid_t? = {
-        guard let map = try? FileSystem.read("/proc/self/uid_map", limit: 1 << 16) else { return nil }
-        for line in String(decoding: map, as: UTF8.self).split(separator: "\n") {
-            let fields = line.split(separator: " ").compactMap { UInt64($0) }
-            // inside, outside, count: host root (outside 0) mapped in this namespace.
-            if fields.count == 3, fields[1] == 0, fields[2] > 0 { return nil }
-        }
-        let overflow = (try? FileSystem.read("/proc/sys/kernel/overflowuid", limit: 64)).flatMap {
-            uid_t(String(decoding: $0, as: UTF8.self).split(separator: "\n").first ?? "")
-        }
-        return overflow ?? 65_534
-    }()
-
-    /// Refuses a directory above `directory` (as written, and as resolved) that a user other
-    /// than `caller` or root owns, or that group or others may write in without the sticky bit.
-    private static func checkParents(of directory: String, caller: uid_t) throws(SystemError) {
-        var paths = [directory]
-        if let resolved = realpath(directory, nil) {
-            // Without a link on the way it is the same path: its parents are checked once.
-            let path = String(cString: resolved)
-            free(resolved)
-            if path != directory { paths.append(path) }
-        }
-        for path in paths where path.hasPrefix("/") {
-            let components = path.split(separator: "/")
-            var parent = ""
-            for component in components.dropLast() {
-                parent += "/" + component
-                try checkParent(parent, of: directory, caller: caller)
-            }
-            if !components.isEmpty { try checkParent("/", of: directory, caller: caller) }
-        }
-    }
-
-    private static func checkParent(_ parent: String, of directory: String, caller: uid_t) throws(SystemError) {
-        var info = stat()
-        guard stat(parent, &info) == 0 else { return }  // the directory's own check names it
-        let problem: String
-        if info.st_uid != caller && info.st_uid != 0 && info.st_uid != unmappedRoot {
-            problem = "is owned by uid \(info.st_uid), not by this process (uid \(caller)) or root"
-        } else if info.st_mode & (S_IWOTH | S_IWGRP) != 0 && info.st_mode & S_ISVTX == 0 {
-            let who = info.st_mode & S_IWOTH != 0 ? "anyone" : "its group (gid \(info.st_gid))"
-            problem = "may be written by \(who) (mode \(String(info.st_mode & 0o7777, radix: 8)), no sticky bit)"
-        } else {
-            return
-        }
-        throw SystemError(
-            path: directory,
-            operation: "use as the state directory",
-            errno: EPERM,
-            detail: "\(parent), above it, \(problem): that user could rename the state directory away and put "
-                + "their own in its place; use a directory whose parents only root or this user may change"
-        )
     }
 
     /// The read errors after which the file is left in place and the open fails.

@@ -112,14 +112,17 @@ package final class TrustedDirectory: Sendable {
     }
 
     /// Creates the directory (and missing parents, mode 0700) when it does not exist, then
-    /// opens and checks it like ``open(_:privateToCaller:)``.
+    /// opens and checks it like ``open(_:privateToCaller:)``. Its path must follow
+    /// ``DirectoryPathRule`` (checked before anything is made, and on each directory made): a
+    /// link on the way that another user made would have the caller make the directory, and
+    /// write in it, where that user chose.
     package static func create(
         _ path: String,
         privateToCaller: Bool = false
     ) throws(SystemError)
         -> TrustedDirectory
     {
-        try FileSystem.makeDirectories(path)
+        try DirectoryPathRule.create(path, role: .runtime)
         return try open(path, privateToCaller: privateToCaller)
     }
 
