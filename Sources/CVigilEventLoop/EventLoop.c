@@ -543,7 +543,7 @@ int cvigil_pidfd_open(int pid) {
 
 // The local file systems a read cannot wait on a network or a user-space server for (magic
 // numbers from linux/magic.h, which this file does not include so as to build on any headers).
-static bool is_local_file_system(long type) {
+bool cvigil_is_local_file_system(long type) {
     switch ((unsigned long)type & 0xffffffffUL) {
     case 0xEF53UL:      // ext2, ext3, ext4
     case 0x58465342UL:  // XFS
@@ -555,6 +555,17 @@ static bool is_local_file_system(long type) {
     default:
         return false;
     }
+}
+
+int cvigil_path_file_system_type(const char *path, uint32_t *type) {
+    struct statfs info;
+    int result;
+    do {
+        result = statfs(path, &info);
+    } while (result != 0 && errno == EINTR);
+    if (result != 0) return -errno;
+    *type = (uint32_t)((unsigned long)info.f_type & 0xffffffffUL);
+    return 0;
 }
 
 int cvigil_open_local(const char *path, int flags) {
@@ -575,7 +586,7 @@ int cvigil_open_local(const char *path, int flags) {
     // (systemd's switch-root) move a process's root, and a cached "local" then let a read on a
     // FUSE mount that never answers block the event loop.
     struct statfs info;
-    bool local = fstatfs((int)descriptor, &info) == 0 && is_local_file_system((long)info.f_type);
+    bool local = fstatfs((int)descriptor, &info) == 0 && cvigil_is_local_file_system((long)info.f_type);
     if (!local) {
         close((int)descriptor);
         return -EXDEV;

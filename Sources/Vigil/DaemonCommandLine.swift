@@ -217,7 +217,7 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
                     case .finished(let result): status.use(try result.get())
                     case .timedOut:
                         throw SystemError(
-                            path: state ?? runtime.path,
+                            path: locks.directoryInProgress ?? runtime.path,
                             operation: "make and lock the directory",
                             errno: ETIMEDOUT,
                             detail: "the file system did not answer in \(deadline.formatted) (a hung mount?)"
@@ -488,7 +488,8 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
             return "The running \(name)'s runtime directory, where its status.json is (default: \(runtimeDefault))."
         case "--runtime-directory":
             return
-                "Where status.json lives; created if missing and locked against a second \(name) (default: \(runtimeDefault))."
+                "Where status.json lives, on tmpfs or a local disk (not FUSE, NFS or another file system that can hang); "
+                + "created if missing and locked against a second \(name) (default: \(runtimeDefault))."
         case "--reload-signal":
             return
                 "The signal that reloads, as systemd's ReloadSignal= names it (SIGHUP, SIGRTMIN+3, …; default: SIGHUP)."
@@ -536,27 +537,51 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
 /// The instance locks of a running daemon's directories, held until the process ends.
 package final class HeldLocks: Sendable {
     private let locks = Mutex<[InstanceLock]>([])
-    package init() {}
+    /// The directory ``takeDirectories(runtime:state:)`` works on now (for the message when it
+    /// misses its deadline).
+    private let current = Mutex<String?>(nil)
+    /// The file system of a path (``LocalFile/fileSystem(of:)``; a test gives another).
+    private let fileSystem: @Sendable (String) throws(SystemError) -> LocalFile.FileSystemType
+
+    package init(
+        fileSystem: @escaping @Sendable (String) throws(SystemError) -> LocalFile.FileSystemType = {
+            (path: String) throws(SystemError) in try LocalFile.fileSystem(of: path)
+        }
+    ) {
+        self.fileSystem = fileSystem
+    }
+
+    /// The directory being checked, made or locked, if ``takeDirectories(runtime:state:)`` is
+    /// under way (or was cut short there).
+    package var directoryInProgress: String? { current.withLock { $0 } }
 
     /// Creates the runtime and (for a daemon that keeps state) the state directory (explicit
     /// modes, whatever the umask) and takes each one's `InstanceLock` before anything is written
     /// in either; returns the runtime directory, for the status file to start in. A second
     /// daemon on either directory fails here naming the first's pid.
     ///
-    /// Both paths are checked first, before either directory is made (``DirectoryPathRule``: no
-    /// link another user made, no parent another user may change): a refused run makes no
-    /// directory, none behind another user's link either.
+    /// Everything that can be known before a directory is made is checked first, for both: the
+    /// path rule (``DirectoryPathRule``: no link another user made, no parent another user may
+    /// change) and the runtime directory's file system (``checkRuntimeFileSystem(_:)``). A refused
+    /// run makes no directory, neither behind another user's link nor on a file system it refuses.
     package func takeDirectories(
         runtime: DaemonDirectories.Runtime,
         state: String?
     )
         throws(SystemError) -> TrustedDirectory
     {
+        current.withLock { $0 = runtime.path }
         try DirectoryPathRule.check(runtime.path, role: .runtime)
-        if let state { try DirectoryPathRule.check(state, role: .state) }
+        try checkRuntimeFileSystem(runtime.path)
+        if let state {
+            current.withLock { $0 = state }
+            try DirectoryPathRule.check(state, role: .state)
+        }
+        current.withLock { $0 = runtime.path }
         let runtimeDirectory = try TrustedDirectory.create(runtime.path, privateToCaller: runtime.privateToCaller)
         var held = [try runtimeDirectory.lockInstance()]
         if let state {
+            current.withLock { $0 = state }
             try DirectoryPathRule.create(state, role: .state)
             // A mode others may write with is refused before the lock file is made in it; the
             // owner after, so that a second daemon on a running one's directory hears the pid
@@ -565,8 +590,45 @@ package final class HeldLocks: Sendable {
             held.append(try InstanceLock.acquire(inDirectoryAt: state, held: held[0]))
             try StateStore.checkOwnership(of: state)
         }
+        current.withLock { $0 = nil }
         locks.withLock { $0 = held }
         return runtimeDirectory
+    }
+
+    /// Refuses a runtime directory on a file system that can stop answering (FUSE, NFS, CIFS,
+    /// overlayfs, …: any not on ``LocalFile``'s local list). `status.json` is written there
+    /// in place, from the event loop, at every lifecycle event and after every heartbeat; on a
+    /// FUSE mount whose server stopped answering, that write sat in `openat` and the daemon
+    /// sent no heartbeat or watchdog ping and did not answer SIGTERM for minutes. Its
+    /// `instance.lock` stays open for the daemon's life, and the close of a file there at exit
+    /// waits for the server too. Asked of the deepest part of the path that exists, before
+    /// anything is made: a missing directory is made on its parent's file system.
+    func checkRuntimeFileSystem(_ path: String) throws(SystemError) {
+        let type = try fileSystem(Self.deepestExisting(path))
+        guard !type.isLocal else { return }
+        let mounted = type.mountPoint.map { " (mounted at \($0))" } ?? ""
+        throw SystemError(
+            path: path,
+            operation: "use as the runtime directory",
+            errno: EREMOTE,
+            detail: "its file system is \(type.name)\(mounted), which can stop answering, and the daemon writes "
+                + "status.json there from its event loop: a write that hangs would stop its heartbeats and watchdog "
+                + "pings and leave SIGTERM unanswered. Use a directory on tmpfs, such as one under /run (systemd's "
+                + "RuntimeDirectory= makes one there); the runtime directory may be on tmpfs, ramfs, ext2/3/4, XFS, "
+                + "Btrfs or F2FS"
+        )
+    }
+
+    /// `path`, else its deepest parent that exists (`.` for a relative path none of which does).
+    static func deepestExisting(_ path: String) -> String {
+        var candidate = Substring(path)
+        while true {
+            var info = stat()
+            if stat(String(candidate), &info) == 0 { return String(candidate) }
+            guard let slash = candidate.lastIndex(of: "/") else { return "." }
+            if slash == candidate.startIndex { return "/" }
+            candidate = candidate[..<slash]
+        }
     }
 
     /// How long the file system may take to make and lock the directories at start (as long as

@@ -563,7 +563,7 @@ enum ReadmeCommandLineExample {
         }
         #expect(
             flat(commandLine.help(.run)).contains(
-                "Where status.json lives; created if missing and locked against a second jobd"
+                "Where status.json lives, on tmpfs or a local disk (not FUSE, NFS or another file system that can hang); created if missing and locked against a second jobd"
             )
         )
     }

@@ -167,6 +167,64 @@ private struct HangFS {
         try await fs.remove()
     }
 
+    /// A security review: with `--runtime-directory` on a FUSE mount whose server stopped
+    /// answering, the event loop sat in `openat` writing status.json after a heartbeat: no
+    /// heartbeat, no `WATCHDOG=1`, SIGTERM unanswered for ten minutes. Such a runtime directory
+    /// is now refused at start, before anything is made on it, naming the path, the file system
+    /// and what to use instead.
+    @Test func aRuntimeDirectoryOnAFUSEMountIsRefusedAtStart() async throws {
+        let (directory, source, fs) = try await HangFS.servingStateDirectory()
+        let log = directory + "/output.log"
+        let daemon = try DaemonProcess(
+            executable: VigildBinary.path,
+            arguments: [
+                "run", "--state-directory", directory + "/state", "--runtime-directory", fs.mountpoint + "/run",
+            ],
+            outputPath: log
+        )
+        let status = try await daemon.waitForExit(timeout: .seconds(20))
+        let output = TextFile.read(log) ?? ""
+        #expect(status == 1, "\(output)")
+        #expect(
+            output.contains(
+                "cannot use as the runtime directory \(fs.mountpoint)/run: its file system is fuse (mounted at \(fs.mountpoint)), which can stop answering"
+            ),
+            "\(output)"
+        )
+        #expect(output.contains("Use a directory on tmpfs, such as one under /run"), "\(output)")
+        #expect(!FileSystem.exists(source + "/run"), "the runtime directory was made on the mount")
+        try await fs.remove()
+    }
+
+    /// The same mount not answering at all while the start checks it: the start fails within
+    /// the 5 s deadline naming the runtime directory (the message named the state directory
+    /// whenever the daemon kept state).
+    @Test func aStartWhoseRuntimeDirectoryHangsFailsNamingIt() async throws {
+        let (directory, _, fs) = try await HangFS.servingStateDirectory()
+        fs.hang("getattr")
+        let log = directory + "/output.log"
+        let started = MonotonicClock.microseconds()
+        let daemon = try DaemonProcess(
+            executable: VigildBinary.path,
+            arguments: [
+                "run", "--state-directory", directory + "/state", "--runtime-directory", fs.mountpoint + "/run",
+            ],
+            outputPath: log
+        )
+        let status = try await daemon.waitForExit(timeout: .seconds(20))
+        let took = Double(MonotonicClock.microseconds() - started) / 1_000_000
+        let output = TextFile.read(log) ?? ""
+        #expect(status == 1, "\(output)")
+        #expect(took >= 5 && took < 9, "the start ended after \(took) s; the deadline is 5 s")
+        #expect(
+            output.contains(
+                "cannot make and lock the directory \(fs.mountpoint)/run: the file system did not answer in 5 s"
+            ),
+            "\(output)"
+        )
+        try await fs.remove()
+    }
+
     /// A checkpoint on `SIGUSR1` whose `fsync` does not return (CI once saw a `SIGUSR1` go
     /// unanswered for 30 s while the machine was writing gigabytes): the checkpoint runs on a
     /// helper thread with a 5 s deadline, so the daemon's thread goes on; the next listener

@@ -106,6 +106,16 @@ int cvigil_pidfd_open(int pid);
 /// the open the slow way (on a helper thread with a deadline), which reports errors as usual.
 int cvigil_open_local(const char *path, int flags);
 
+/// Whether `type` (a `statfs` `f_type`) is one of the local file systems `cvigil_open_local`
+/// trusts not to wait on a network or a user-space server: ext2/3/4, XFS, Btrfs, F2FS, tmpfs,
+/// ramfs. The one list, also for the runtime directory a daemon may use.
+bool cvigil_is_local_file_system(long type);
+
+/// `statfs(2)` of `path` (links followed), `EINTR` retried: stores its `f_type` in `type` and
+/// returns 0, or returns -errno. It asks the file system (a FUSE server is sent `statfs`), so it
+/// may block as long as that does: not for the event loop's thread.
+int cvigil_path_file_system_type(const char *path, uint32_t *type);
+
 /// How many processors this process may run on (its affinity mask); 1 when that cannot be read.
 int cvigil_allowed_processors(void);
 
