@@ -24,6 +24,9 @@ public final class RuntimeStatusWriter: LifecycleObserver {
         /// Where a failed write is reported (the daemon's logger), and whether the last failed.
         var logger: Logger?
         var failing = false
+        /// Why the daemon's keys were last left out of the file, if they were: said once, and
+        /// again when they are back.
+        var keysLeftOut: String?
     }
 
     private let state: Mutex<State>
@@ -67,7 +70,9 @@ public final class RuntimeStatusWriter: LifecycleObserver {
     /// Adds the daemon's own keys: `keys()` is encoded as a JSON object at every write, and its
     /// members go in the file's `daemon` object, where no key of the library's can be (`nil`, or
     /// anything that is not an object, adds nothing this time). Keep it quick: it runs on the
-    /// mediator's task.
+    /// mediator's task. Keys that JSON cannot hold (a NaN) are left out, and all of the daemon's
+    /// keys are while they would make the file longer than the 256 KiB `status` and `reload`
+    /// read; the daemon's log says so once, and again when they are back.
     public func addKeys<Keys: Encodable & Sendable>(_ keys: @escaping @Sendable () -> Keys) {
         state.withLock { $0.keys.append { try JSONValueEncoder.encode(keys()) } }
     }
@@ -191,16 +196,46 @@ public final class RuntimeStatusWriter: LifecycleObserver {
             state.status.previousShutdownClean = state.history?.previousShutdownClean
             var members: [JSONValue.Member] = []
             var seen = Set<String>()
+            var leftOut: String?
             for keys in state.keys {
-                guard case .object(let added)? = try? keys().kind else { continue }
+                let value: JSONValue
+                do {
+                    value = try keys()
+                } catch {
+                    // A value JSON cannot hold (a NaN, say): the others are still written.
+                    leftOut = "some of the daemon's status keys cannot be written as JSON (\(error))"
+                    continue
+                }
+                guard case .object(let added) = value.kind else { continue }
                 // Two closures with one key: the first one's (one object holds each key once).
                 members += added.filter { seen.insert($0.key).inserted }
             }
             state.status.daemonMembers = members
             guard let directory = state.directory else { return }
+            // What `status` and `reload` read is at most RuntimeStatus.sizeLimit: a file over it
+            // would make an applied reload look unanswered. The daemon's keys are what can grow.
+            var bytes = JSONWriter.bytes(state.status.document(), pretty: true, limit: RuntimeStatus.sizeLimit)
+            if bytes == nil {
+                var libraryOnly = state.status
+                libraryOnly.daemonMembers = []
+                // The library's keys alone are a few KiB at most (a reason is cut to 4 KiB).
+                bytes = JSONWriter.bytes(libraryOnly.document())
+                leftOut =
+                    "the daemon's status keys make the file longer than the \(RuntimeStatus.sizeLimit / 1024) KiB "
+                    + "that 'status' and 'reload' read; keep fewer or shorter keys"
+            }
+            if leftOut != state.keysLeftOut {
+                let file = directory.path(of: RuntimeStatus.fileName)
+                if let leftOut {
+                    state.logger?.error("The runtime status file \(file) leaves out daemon keys: \(leftOut)")
+                } else {
+                    state.logger?.notice("The runtime status file \(file) holds the daemon's keys again")
+                }
+                state.keysLeftOut = leftOut
+            }
             // Runtime status lives on tmpfs: atomic rename, no fsync.
             do {
-                try directory.writeAtomically(JSONWriter.bytes(state.status.document()), to: RuntimeStatus.fileName)
+                try directory.writeAtomically(bytes ?? [], to: RuntimeStatus.fileName)
                 if state.failing {
                     state.failing = false
                     state.logger?.notice(

@@ -1,6 +1,7 @@
 import Glibc
 import InMemoryLogging
 import Logging
+import Synchronization
 import Testing
 import Vigil
 import VigilLifecycle
@@ -162,6 +163,48 @@ import VigilTesting
         #expect(scratch.status?.state == "running")
         #expect(handler.entries.last?.level == .notice)
         #expect(handler.entries.last?.message.description.hasSuffix("is written again") == true)
+    }
+
+    /// Before: a daemon's keys could make status.json longer than the 256 KiB that `status` and
+    /// `reload` read (an applied reload then looked unanswered), and keys that JSON cannot hold
+    /// were dropped without a word. Now the file stays readable, without the daemon's keys, and
+    /// each change of that is logged once.
+    @Test func keysTooLargeOrNotJSONAreLeftOutAndSaidOnce() throws {
+        struct Keys: Encodable, Sendable {
+            var text: String
+            var ratio = 0.5
+        }
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let handler = InMemoryLogHandler()
+        let writer = RuntimeStatusWriter(deferral: .seconds(3600))
+        writer.report(to: Logger(label: "t") { _ in handler })
+        let keys = Mutex(Keys(text: "small"))
+        writer.addKeys { keys.withLock { $0 } }
+        writer.use(scratch.directory)
+        writer.observe(.started(generation: 1, timeToReady: .milliseconds(1)))
+        #expect(scratch.status?.daemonMembers.map(\.key) == ["text", "ratio"])
+        keys.withLock { $0.text = String(repeating: "x", count: RuntimeStatus.sizeLimit) }
+        writer.update()
+        writer.update()
+        let status = try #require(scratch.status, "still readable by status and reload")
+        #expect(status.state == "running")
+        #expect(status.daemonMembers.isEmpty)
+        keys.withLock { $0 = Keys(text: "small", ratio: .nan) }
+        writer.update()
+        keys.withLock { $0 = Keys(text: "small") }
+        writer.update()
+        #expect(scratch.status?.daemonMembers.map(\.key) == ["text", "ratio"])
+        let said = handler.entries.map { "\($0.level) \($0.message)" }
+        #expect(said.count == 3, "\(said)")
+        #expect(
+            said.first?.hasPrefix(
+                "error The runtime status file \(scratch.path)/status.json leaves out daemon keys: the daemon's status keys make the file longer than the 256 KiB that 'status' and 'reload' read"
+            ) == true,
+            "\(said)"
+        )
+        #expect(said.dropFirst().first?.contains("cannot be written as JSON") == true, "\(said)")
+        #expect(said.last == "notice The runtime status file \(scratch.path)/status.json holds the daemon's keys again")
     }
 
     @Test func aFailedStartIsWrittenAtOnce() throws {
