@@ -15,7 +15,7 @@ import VigilPlatform
 ///
 /// A checkpoint writes what the store's own reader reads back, and never much more than the
 /// state: indented for an admin to read (two spaces a level, the first
-/// ``VigilConfiguration/JSONWriter/indentedDepth`` levels; deeper ones on one line) when that
+/// `JSONWriter.indentedDepth` levels; deeper ones on one line) when that
 /// text is at most 64 KiB or at most twice the compact text, compact otherwise; a state whose
 /// compact text is over 16 MiB fails the checkpoint (``StateStoreError/Code/tooLarge``) and the
 /// file keeps the previous one.
@@ -29,7 +29,7 @@ public final class StateStore: Sendable {
     package static let formatVersion = 1
 
     /// How many arrays and objects may enclose one another in a stored value: what the reader
-    /// takes (``VigilConfiguration/JSONParser/maximumDepth``) less the file's own object.
+    /// takes (`JSONParser.maximumDepth`) less the file's own object.
     package static let maximumValueDepth = JSONParser.maximumDepth - 1
 
     /// A checkpoint whose indented text is at most this long is written indented whatever its
@@ -364,7 +364,7 @@ public final class StateStore: Sendable {
     ///   in a row, which the file's reader refuses (comparing or hashing one takes quadratic
     ///   time); ``StateStoreError/Code/tooLarge`` for a value the file cannot hold whatever else
     ///   is stored: over 16 MiB written compactly, or nesting arrays and objects more than
-    ///   ``maximumValueDepth`` deep; for such a key inside `value`, or a value JSON cannot hold
+    ///   `maximumValueDepth` deep; for such a key inside `value`, or a value JSON cannot hold
     ///   (infinity, NaN), an error that names it; or the value's own encoding error. Nothing is
     ///   stored then, and what was stored before stays. Values that fit one by one but not
     ///   together fail the checkpoint instead (see ``checkpoint(force:)``).
@@ -414,7 +414,7 @@ public final class StateStore: Sendable {
     /// Writes the state to the file, crash-safely.
     ///
     /// The text is indented when that is at most 64 KiB or at most twice the compact text, and
-    /// compact otherwise (see ``text(of:)``), so it never grows far beyond the state whatever
+    /// compact otherwise (see `text(of:)`), so it never grows far beyond the state whatever
     /// its shape.
     ///
     /// - Parameter force: write even when nothing changed.
@@ -454,7 +454,7 @@ public final class StateStore: Sendable {
     /// The text a checkpoint writes for `entries`, or `nil` when even its compact text is over
     /// ``VigilPOSIX/FileSystem/stateLimit``, which the reader refuses.
     ///
-    /// Indented (as ``VigilConfiguration/JSONWriter`` writes it) when that is at most
+    /// Indented (as `JSONWriter` writes it) when that is at most
     /// ``readableSize`` or at most twice the compact text; compact otherwise. So the file is
     /// never more than twice the compact text or 64 KiB, and never over the reader's limit. An
     /// ordinary state (a few keys, a few levels) stays as an admin reads it; what would be long
@@ -476,7 +476,7 @@ public final class StateStore: Sendable {
     }
 
     /// Refuses `value` under `key` when no state file could hold it: the reader refuses arrays
-    /// and objects nested more than ``maximumValueDepth`` deep in it, or a file over
+    /// and objects nested more than `maximumValueDepth` deep in it, or a file over
     /// ``VigilPOSIX/FileSystem/stateLimit`` (that of `value` alone, compactly).
     private static func checkWritable(_ value: JSONValue, forKey key: String) throws(StateStoreError) {
         guard let bound = compactBound(of: value, depth: maximumValueDepth) else {
