@@ -12,6 +12,8 @@
 //   instead of killing the daemon.
 // - SIGXFSZ is ignored: a write past RLIMIT_FSIZE fails with EFBIG, which the state store
 //   reports as a failed write, instead of killing the daemon with a core dump.
+// - SIGTTOU is ignored: a daemon started from a terminal with `stty tostop` writes its log
+//   lines instead of being stopped by the first one.
 #define _GNU_SOURCE
 #include "CVigilEarlySignals.h"
 #include "CVigilEventLoop.h"

@@ -613,21 +613,25 @@ package final class HeldLocks: Sendable {
             errno: EREMOTE,
             detail: "its file system is \(type.name)\(mounted), which can stop answering, and the daemon writes "
                 + "status.json there from its event loop: a write that hangs would stop its heartbeats and watchdog "
-                + "pings and leave SIGTERM unanswered. Use a directory on tmpfs, such as one under /run (systemd's "
-                + "RuntimeDirectory= makes one there); the runtime directory may be on tmpfs, ramfs, ext2/3/4, XFS, "
-                + "Btrfs or F2FS"
+                + "pings and leave SIGTERM unanswered. Use a directory on tmpfs: one under /run (systemd's "
+                + "RuntimeDirectory= makes one there) or, where /run is not a tmpfs (a container), under /dev/shm "
+                + "(--runtime-directory); the runtime directory may be on tmpfs, ramfs, ext2/3/4, XFS, Btrfs or F2FS"
         )
     }
 
     /// `path`, else its deepest parent that exists (`.` for a relative path none of which does).
+    /// Only a missing part is climbed past: a part that exists but cannot be looked at (`EACCES`
+    /// on a FUSE mount root cannot enter, `ENOTCONN` from a dead FUSE server) is returned, so the
+    /// file-system check fails on it with its own reason rather than judging its parent's.
+    /// Split by bytes, as the kernel reads the path (`FileSystem.parent(of:)`).
     static func deepestExisting(_ path: String) -> String {
-        var candidate = Substring(path)
+        var candidate = path
         while true {
             var info = stat()
-            if stat(String(candidate), &info) == 0 { return String(candidate) }
-            guard let slash = candidate.lastIndex(of: "/") else { return "." }
-            if slash == candidate.startIndex { return "/" }
-            candidate = candidate[..<slash]
+            if stat(candidate, &info) == 0 || (errno != ENOENT && errno != ENOTDIR) { return candidate }
+            guard candidate.utf8.contains(UInt8(ascii: "/")) else { return "." }
+            if candidate == "/" { return "/" }
+            candidate = FileSystem.parent(of: candidate)
         }
     }
 

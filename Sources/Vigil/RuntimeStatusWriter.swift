@@ -70,9 +70,10 @@ public final class RuntimeStatusWriter: LifecycleObserver {
     /// Adds the daemon's own keys: `keys()` is encoded as a JSON object at every write, and its
     /// members go in the file's `daemon` object, where no key of the library's can be (`nil`, or
     /// anything that is not an object, adds nothing this time). Keep it quick: it runs on the
-    /// mediator's task. Keys that JSON cannot hold (a NaN) are left out, and all of the daemon's
-    /// keys are while they would make the file longer than the 256 KiB `status` and `reload`
-    /// read; the daemon's log says so once, and again when they are back.
+    /// mediator's task. When `keys()` holds a value JSON cannot (a NaN), everything this call
+    /// added is left out of that write; all of the daemon's keys are while they would make the
+    /// file longer than the 256 KiB `status` and `reload` read. The daemon's log says so once, and
+    /// again when they are back.
     public func addKeys<Keys: Encodable & Sendable>(_ keys: @escaping @Sendable () -> Keys) {
         state.withLock { $0.keys.append { try JSONValueEncoder.encode(keys()) } }
     }
@@ -203,7 +204,7 @@ public final class RuntimeStatusWriter: LifecycleObserver {
                     value = try keys()
                 } catch {
                     // A value JSON cannot hold (a NaN, say): the others are still written.
-                    leftOut = "some of the daemon's status keys cannot be written as JSON (\(error))"
+                    leftOut = "the keys of one addKeys closure cannot be written as JSON (\(error))"
                     continue
                 }
                 guard case .object(let added) = value.kind else { continue }

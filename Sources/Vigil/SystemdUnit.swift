@@ -305,7 +305,9 @@ extension SystemdUnit {
     /// the path or the line, `%` is a specifier, quotes and backslashes are unquoted).
     package static func problem(withWritablePath path: String) -> String? {
         let shown = DisplayText.quoted(path, limit: 64)
-        guard path.hasPrefix("/"), path.utf8.count > 1 else {
+        // Bytes and scalars, not Characters: "/" or a quote before a combining mark is one
+        // Character with it, which a check by Character would not see.
+        guard path.utf8.first == UInt8(ascii: "/"), path.utf8.count > 1 else {
             return "the writable path \(shown) is not an absolute path below / (ReadWritePaths=)"
         }
         if path.unicodeScalars.contains(where: {
@@ -313,7 +315,7 @@ extension SystemdUnit {
         }) {
             return "the writable path \(shown) contains white space, a control character, %, a quote or a backslash"
         }
-        let components = path.dropFirst().split(separator: "/", omittingEmptySubsequences: false)
+        let components = FileSystem.components(of: path, omittingEmpty: false).dropFirst()
         if components.contains(where: { $0.isEmpty || $0 == "." || $0 == ".." }) {
             return "the writable path \(shown) has an empty, . or .. component: write it as the directory it names"
         }
@@ -346,19 +348,20 @@ extension SystemdUnit {
         if address.unicodeScalars.contains(where: { $0.value < 0x21 || $0.value == 0x7F }) {
             return "the address contains white space or a control character"
         }
-        if address.contains("%") {
+        if address.unicodeScalars.contains("%") {
             // systemd expands specifiers in ListenStream=: /run/%n would listen on /run/NAME.socket.
             return "the address contains %, which systemd expands as a specifier (%n, %i, …)"
         }
-        if let quoting = address.first(where: { "\"'\\$".contains($0) }) {
+        if let quoting = address.unicodeScalars.first(where: { "\"'\\$".unicodeScalars.contains($0) }) {
             // Harmless to ListenStream= itself, but the path also goes into the unit's comments
             // and an admin's shell: one spelling that every reader takes alike.
             return "the address contains \(quoting); use a path without quotes, $ or \\"
         }
-        if address.hasPrefix("/") || address.hasPrefix("@") {
+        let first = address.utf8.first
+        if first == UInt8(ascii: "/") || first == UInt8(ascii: "@") {
             guard address.utf8.count > 1 else { return "the socket path or abstract name is empty" }
-            if address.hasPrefix("/"),
-                address.split(separator: "/", omittingEmptySubsequences: false).dropFirst().contains(where: {
+            if first == UInt8(ascii: "/"),
+                FileSystem.components(of: address, omittingEmpty: false).dropFirst().contains(where: {
                     $0.isEmpty || $0 == "." || $0 == ".."
                 })
             {

@@ -68,8 +68,10 @@ public struct InvalidValue: Error, Hashable, Sendable {
 ///
 /// Keys left out of a file take their defaults: either declare the type
 /// ``DefaultedConfiguration`` (a synthesized `Codable` is then enough), or write `init(from:)`
-/// with `decodeIfPresent` (`KeyedDecodingContainer.decode(_:forKey:default:)` does it
-/// in one call). Keys the type never asks for are errors, so typos do not go unnoticed.
+/// with `KeyedDecodingContainer.decode(_:forKey:default:)`, which takes the default only for a
+/// key that is absent (`decodeIfPresent` would take `null` for absent too, so a file's
+/// `"interval": null` would run silently on the default). Keys the type never asks for are
+/// errors, so typos do not go unnoticed.
 ///
 /// A reload re-reads the file every time but, by default, decodes it only when its bytes
 /// changed (``validate()`` runs every time): decoding is most of a reload's work, and a

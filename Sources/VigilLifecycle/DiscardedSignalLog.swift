@@ -71,7 +71,7 @@ final class DiscardedSignalLog: Sendable {
         }
         guard count > 0 else { return }
         let text =
-            "Discarded \(count) more unowned signal\(count == 1 ? "" : "s") in the last minute"
+            "Discarded \(count) more signal\(count == 1 ? "" : "s") this daemon does not act on in the last minute"
             + (last.map { " (the last \($0))" } ?? "")
             // The loop's count is of the real-time signals it took; an ignored SIGHUP is not among them.
             + ((last?.rawValue ?? ProcessSignal.realTimeMinimum) >= ProcessSignal.realTimeMinimum

@@ -233,8 +233,20 @@ package enum FileSystem {
     }
 
     package static func parent(of path: String) -> String {
-        guard let slash = path.lastIndex(of: "/") else { return "." }
-        return slash == path.startIndex ? "/" : String(path[..<slash])
+        // By bytes, as the kernel reads a path: "/" followed by a combining mark is one Swift
+        // Character, so a search by Character would not find that slash.
+        guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return "." }
+        return slash == path.utf8.startIndex ? "/" : String(decoding: path.utf8[..<slash], as: UTF8.self)
+    }
+
+    /// The components of `path` as the kernel splits it: at every `/` byte (a `/` before a
+    /// combining mark is one Swift `Character` with it, which `split(separator: "/")` keeps
+    /// whole). A `/` byte never occurs inside another character's UTF-8, so each component
+    /// decodes as it was written.
+    package static func components(of path: String, omittingEmpty: Bool = true) -> [String] {
+        path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: omittingEmpty).map {
+            String(decoding: $0, as: UTF8.self)
+        }
     }
 
     package static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
@@ -264,8 +276,8 @@ package enum FileSystem {
         mode: mode_t = 0o700,
         verifying verify: (_ directory: String) throws(SystemError) -> Void = { _ in }
     ) throws(SystemError) {
-        var current = path.hasPrefix("/") ? "" : "."
-        for component in path.split(separator: "/") {
+        var current = path.utf8.first == UInt8(ascii: "/") ? "" : "."
+        for component in components(of: path) {
             current += "/" + component
             guard mkdir(current, mode) == 0 else {
                 if errno == EEXIST {

@@ -39,8 +39,10 @@ package enum DirectoryPathRule {
         let caller = geteuid()
         // Every component as written, the last one and those above it (`/tmp/theirs/state`,
         // where `theirs` is another user's link, leads where that user chooses just the same).
-        var prefix = directory.hasPrefix("/") ? "" : "."
-        for component in directory.split(separator: "/") {
+        // By bytes, as the kernel reads the path (FileSystem.components(of:)): a "/" before a
+        // combining mark is one Swift Character, and a split by Character kept it whole.
+        var prefix = isAbsolute(directory) ? "" : "."
+        for component in FileSystem.components(of: directory) {
             prefix += "/" + component
             try checkLink(prefix, of: directory, role: role, caller: caller)
         }
@@ -55,7 +57,7 @@ package enum DirectoryPathRule {
     package static func create(_ directory: String, role: Role) throws(SystemError) {
         try check(directory, role: role)
         let caller = geteuid()
-        let components = directory.split(separator: "/").count
+        let components = FileSystem.components(of: directory).count
         var reached = 0
         try FileSystem.makeDirectories(directory) { (prefix: String) throws(SystemError) in
             reached += 1
@@ -106,8 +108,8 @@ package enum DirectoryPathRule {
             // Without a link on the way it is the same path: its parents are checked once.
             paths.append(resolved)
         }
-        for path in paths where path.hasPrefix("/") {
-            let components = path.split(separator: "/")
+        for path in paths where isAbsolute(path) {
+            let components = FileSystem.components(of: path)
             var parent = ""
             for component in components.dropLast() {
                 parent += "/" + component
@@ -120,21 +122,25 @@ package enum DirectoryPathRule {
     /// `path` with its deepest existing part resolved (`realpath`) and the rest appended as
     /// written; `nil` when no part of it resolves.
     private static func resolve(_ path: String) -> String? {
-        var existing = path.hasPrefix("/") ? Substring(path) : Substring("./" + path)
-        var rest: [Substring] = []
+        var existing = isAbsolute(path) ? path : "./" + path
+        var rest: [String] = []
         while true {
-            if let resolved = realpath(String(existing), nil) {
+            if let resolved = realpath(existing, nil) {
                 let base = String(cString: resolved)
                 free(resolved)
                 guard !rest.isEmpty else { return base }
                 return (base == "/" ? "" : base) + "/" + rest.reversed().joined(separator: "/")
             }
-            guard existing != "/", let slash = existing.lastIndex(of: "/") else { return nil }
-            let last = existing[existing.index(after: slash)...]
+            guard existing != "/", let slash = existing.utf8.lastIndex(of: UInt8(ascii: "/")) else { return nil }
+            let last = String(decoding: existing.utf8[existing.utf8.index(after: slash)...], as: UTF8.self)
             if !last.isEmpty { rest.append(last) }
-            existing = slash == existing.startIndex ? "/" : existing[..<slash]
+            existing = FileSystem.parent(of: existing)
         }
     }
+
+    /// Whether `path` starts with a `/` byte (`hasPrefix("/")` compares Characters, and "/"
+    /// before a combining mark is another Character).
+    private static func isAbsolute(_ path: String) -> Bool { path.utf8.first == UInt8(ascii: "/") }
 
     /// Refuses `parent`, a directory above `directory`, when another user owns it or group or
     /// others may write in it without the sticky bit. A parent that does not exist passes: it

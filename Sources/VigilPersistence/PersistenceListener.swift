@@ -75,7 +75,10 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
     private static func open(path: String, marker: ShutdownMarker) -> Result<Opened, any Error> {
         Result {
             let directory = FileSystem.parent(of: path)
-            try FileSystem.makeDirectories(directory)
+            // The path rule before anything is made, and for each directory made on the way (as
+            // `run` does): a daemon not built on DaemonCommandLine, or a state file below the
+            // state directory, would otherwise make directories behind another user's link.
+            try DirectoryPathRule.create(directory, role: .state)
             try StateStore.checkOwnership(of: directory)
             let existed = !FileSystem.isAbsent(path)
             let store = try StateStore(path: path)

@@ -24,6 +24,20 @@ import VigilTesting
         }
     }
 
+    /// The path is climbed by bytes, as the kernel reads it, and only past what is missing. By
+    /// Character, "/" before a combining mark was no slash: `/mnt/sshfs/\u{301}run` was judged
+    /// by `/mnt`'s file system, and a FUSE runtime directory passed (a review found it).
+    @Test func theDeepestExistingPartIsFoundByBytes() {
+        let base = temporaryDirectory("vigil-deepest")
+        #expect(HeldLocks.deepestExisting(base + "/\u{301}run/x") == base)
+        #expect(HeldLocks.deepestExisting(base + "/a/b") == base)
+        #expect(HeldLocks.deepestExisting(base) == base)
+        #expect(HeldLocks.deepestExisting("vigil-no-such-directory/x") == ".")
+        #expect(FileSystem.parent(of: base + "/\u{301}run") == base)
+        #expect(FileSystem.components(of: "/a/\u{301}b//c") == ["a", "\u{301}b", "c"])
+        #expect(FileSystem.components(of: "/a//b/", omittingEmpty: false) == ["", "a", "", "b", ""])
+    }
+
     @Test func aRuntimeDirectoryOnAFileSystemThatCanHangIsRefusedBeforeAnythingIsMade() throws {
         let base = temporaryDirectory("vigil-run")
         let asked = Asked()
@@ -34,7 +48,7 @@ import VigilTesting
         }
         #expect(
             error?.description
-                == "cannot use as the runtime directory \(base)/run/vigild: its file system is fuse.sshfs (mounted at \(base)), which can stop answering, and the daemon writes status.json there from its event loop: a write that hangs would stop its heartbeats and watchdog pings and leave SIGTERM unanswered. Use a directory on tmpfs, such as one under /run (systemd's RuntimeDirectory= makes one there); the runtime directory may be on tmpfs, ramfs, ext2/3/4, XFS, Btrfs or F2FS",
+                == "cannot use as the runtime directory \(base)/run/vigild: its file system is fuse.sshfs (mounted at \(base)), which can stop answering, and the daemon writes status.json there from its event loop: a write that hangs would stop its heartbeats and watchdog pings and leave SIGTERM unanswered. Use a directory on tmpfs: one under /run (systemd's RuntimeDirectory= makes one there) or, where /run is not a tmpfs (a container), under /dev/shm (--runtime-directory); the runtime directory may be on tmpfs, ramfs, ext2/3/4, XFS, Btrfs or F2FS",
             "\(String(describing: error))"
         )
         #expect(error?.errno == EREMOTE)

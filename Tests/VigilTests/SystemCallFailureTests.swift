@@ -1,3 +1,4 @@
+import Glibc
 import Logging
 import Testing
 import Vigil
@@ -9,6 +10,35 @@ import VigilTesting
 /// listeners: the call fails as a full disk or a failing drive would fail it, without root or a
 /// spawned process (the end-to-end checks of the same rows stay).
 @Suite struct DaemonSystemCallFailureTests {
+    /// A state file below another user's link: the start fails before any directory is made
+    /// behind it. PersistenceListener made the directories first and checked after (`run` checks
+    /// first), so a daemon not built on DaemonCommandLine, or a state file in a subdirectory,
+    /// had root make them where that user chose (a review found it).
+    @Test(.enabled(if: geteuid() == 0, "planting another uid's link needs root"))
+    func aStateFileBehindAnotherUsersLinkFailsTheStartBeforeAnythingIsMade() async throws {
+        let base = temporaryDirectory("vigil-link")
+        let victim = base + "/victim"
+        mkdir(victim, 0o700)
+        let shared = base + "/shared"
+        mkdir(shared, 0o1777)
+        chmod(shared, 0o1777)
+        let link = shared + "/link"
+        symlink(victim, link)
+        lchown(link, 65_534, 65_534)
+        let listener = PersistenceListener<SampleConfiguration>(path: link + "/sub/state.json") { _ in .zero }
+        let error = await #expect(throws: ListenerGroupError.self) {
+            try await withRunningDaemon(
+                listeners: [ConfigurationListener<SampleConfiguration>(source: .embeddedDefault), listener]
+            ) { _ in }
+        }
+        #expect(error?.code == .startFailed)
+        #expect(
+            error?.message.contains("\(link), on its path, is a symbolic link made by uid 65534") == true,
+            "\(String(describing: error))"
+        )
+        #expect(FileSystem.isAbsent(victim + "/sub"), "a directory was made behind the link")
+    }
+
     /// "disk full": a failed final checkpoint fails the stop and says what was lost.
     @Test func aFullDiskAtTheFinalCheckpointFailsTheStopAndSaysWhatWasLost() async throws {
         let path = temporaryDirectory() + "/state.json"

@@ -242,6 +242,13 @@ import VigilTesting
                 "/tmp/../etc/x",
                 "the socket path is not normalized (an empty, . or .. component); write it as the file's own path"
             ),
+            // A quote or "/" before a combining mark is one Character with it: checked by
+            // scalar and by byte, as systemd and the kernel read them.
+            ("/run/a\"\u{301}", "the address contains \"; use a path without quotes, $ or \\"),
+            (
+                "/tmp/../\u{301}x",
+                "the socket path is not normalized (an empty, . or .. component); write it as the file's own path"
+            ),
             (
                 "/run//jobs.sock",
                 "the socket path is not normalized (an empty, . or .. component); write it as the file's own path"

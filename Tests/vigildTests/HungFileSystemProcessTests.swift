@@ -191,7 +191,7 @@ private struct HangFS {
             ),
             "\(output)"
         )
-        #expect(output.contains("Use a directory on tmpfs, such as one under /run"), "\(output)")
+        #expect(output.contains("Use a directory on tmpfs: one under /run"), "\(output)")
         #expect(!FileSystem.exists(source + "/run"), "the runtime directory was made on the mount")
         try await fs.remove()
     }

@@ -17,7 +17,7 @@
 uint64_t cvigil_early_signals_blocked_at(void);
 
 // Gives a process that is not the daemon (a client subcommand) back what it was started with:
-// the signal mask, and the dispositions of SIGPIPE and SIGXFSZ. A signal that was queued
+// the signal mask, and the dispositions of SIGPIPE, SIGXFSZ and SIGTTOU. A signal that was queued
 // meanwhile is then delivered with its default action, as it would have been without the block.
 void cvigil_early_signals_restore(void);
 
