@@ -187,11 +187,26 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
         let configuration = try context.values.require(CurrentConfiguration<Configuration>.self)
         let logger = context.logger
         let writeTimeout = min(fileTimeout, Self.deadline(within: context.budgets(for: name).userSignal))
+        // Said once per run of failures, and again when a checkpoint succeeds: a full disk
+        // wrote the same error at every interval. The error names the file.
+        let failing = Mutex(false)
         checkpoints.schedule(every: interval(configuration)) {
             do {
                 try await Self.checkpoint(store, force: false, deadline: writeTimeout)
+                if failing.withLock({ was -> Bool in
+                    defer { was = false }; return was
+                }) {
+                    logger.notice("Periodic checkpoints of \(store.path) are written again")
+                }
             } catch {
-                logger.error("Periodic checkpoint to \(store.path) failed: \(error)")
+                guard
+                    !failing.withLock({ was -> Bool in
+                        defer { was = true }; return was
+                    })
+                else { return }
+                logger.error(
+                    "Periodic checkpoint failed: \(error). The next ones are tried at every interval; this is said again once one is written"
+                )
             }
         }
     }

@@ -1,8 +1,10 @@
 import Glibc
+import InMemoryLogging
 import Logging
 import Synchronization
 import Testing
 import Vigil
+import VigilPOSIX
 import VigilTesting
 
 /// Uses the proposed configuration; rejects ports below 1024 (as if it could not bind them).
@@ -309,6 +311,45 @@ struct PortListener: Listener {
             #expect(readFile(path)?.contains("\"count\": 8") == true)
             #expect(FileIdentity(path) != written, "a changed store is written")
         }
+    }
+
+    /// Before: a periodic checkpoint that failed (a full disk) logged the same error at every
+    /// interval, naming the file twice. Now once per run of failures, and a notice when one is
+    /// written again.
+    @Test func aFailingPeriodicCheckpointIsSaidOnceAndItsRecoveryToo() async throws {
+        let path = temporaryDirectory() + "/state.json"
+        let clock = TestClock()
+        let handler = InMemoryLogHandler()
+        let listener = PersistenceListener<SampleConfiguration>(path: path) { _ in .milliseconds(5) }
+        // The next three writes of the temporary file fail as on a full disk.
+        let full = SystemCall.inject(.write, .pathContaining(path + ".tmp"), errno: ENOSPC, after: 0, count: 3)
+        defer { full.remove() }
+        try await withRunningDaemon(
+            listeners: [ConfigurationListener<SampleConfiguration>(source: .embeddedDefault), listener],
+            logger: Logger(label: "t") { _ in handler },
+            clock: clock
+        ) { _ in
+            let store = try #require(listener.store)
+            try store.set(Counter(count: 7), forKey: "worker")
+            // Each tick runs before the next sleep is armed: four ticks, three of them failing.
+            for period in 1...4 {
+                try await clock.waitForSleep(until: .milliseconds(5 * period))
+                clock.advance(by: .milliseconds(5))
+            }
+            try await clock.waitForSleep(until: .milliseconds(25))
+            #expect(full.injected == 3)
+            #expect(!store.hasUnsavedChanges, "the fourth tick wrote the file")
+        }
+        let said = handler.entries.filter { "\($0.message)".contains("eriodic checkpoint") }.map {
+            "\($0.level) \($0.message)"
+        }
+        #expect(said.count == 2, "\(said)")
+        #expect(
+            said.first?.hasPrefix("error Periodic checkpoint failed: cannot write \(path).tmp: No space left on device")
+                == true,
+            "\(said)"
+        )
+        #expect(said.last == "notice Periodic checkpoints of \(path) are written again", "\(said)")
     }
 
     /// A file's inode and modification time, to tell a rewrite from an untouched file.
