@@ -152,7 +152,10 @@ import VigilTesting
         let error = await #expect(throws: SystemdError.self) { try await slowRead.value }
         #expect(error?.code == .stopDeadlinePassed)
         #expect(ContinuousClock.now >= deadline)
-        #expect(ContinuousClock.now < deadline.advanced(by: .seconds(1)))
+        // Cut at the deadline, not at some later read or never: within a grace period's worth
+        // (3 s). A 1 s bound failed once by 54 ms with a busy loop on one of the two CPUs while
+        // the whole suite ran in parallel (issue 22's check): the wake-up was late, not the cut.
+        #expect(ContinuousClock.now < deadline.advanced(by: .seconds(3)))
         // After the stop, a connection between requests reads nil at once.
         #expect(try await busy.readLine() == nil)
         for connection in [idle, fresh, busy, slow] { connection.close() }
