@@ -307,7 +307,7 @@ extension SystemdUnit {
         let shown = DisplayText.quoted(path, limit: 64)
         // Bytes and scalars, not Characters: "/" or a quote before a combining mark is one
         // Character with it, which a check by Character would not see.
-        guard path.utf8.first == UInt8(ascii: "/"), path.utf8.count > 1 else {
+        guard FileSystem.isAbsolute(path), path.utf8.count > 1 else {
             return "the writable path \(shown) is not an absolute path below / (ReadWritePaths=)"
         }
         if path.unicodeScalars.contains(where: {

@@ -239,6 +239,10 @@ package enum FileSystem {
         return slash == path.utf8.startIndex ? "/" : String(decoding: path.utf8[..<slash], as: UTF8.self)
     }
 
+    /// Whether `path` starts with a `/` byte: `hasPrefix("/")` compares Characters, and a "/"
+    /// before a combining mark is another Character.
+    package static func isAbsolute(_ path: String) -> Bool { path.utf8.first == UInt8(ascii: "/") }
+
     /// The components of `path` as the kernel splits it: at every `/` byte (a `/` before a
     /// combining mark is one Swift `Character` with it, which `split(separator: "/")` keeps
     /// whole). A `/` byte never occurs inside another character's UTF-8, so each component
@@ -276,7 +280,7 @@ package enum FileSystem {
         mode: mode_t = 0o700,
         verifying verify: (_ directory: String) throws(SystemError) -> Void = { _ in }
     ) throws(SystemError) {
-        var current = path.utf8.first == UInt8(ascii: "/") ? "" : "."
+        var current = isAbsolute(path) ? "" : "."
         for component in components(of: path) {
             current += "/" + component
             guard mkdir(current, mode) == 0 else {

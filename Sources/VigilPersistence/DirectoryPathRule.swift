@@ -41,7 +41,7 @@ package enum DirectoryPathRule {
         // where `theirs` is another user's link, leads where that user chooses just the same).
         // By bytes, as the kernel reads the path (FileSystem.components(of:)): a "/" before a
         // combining mark is one Swift Character, and a split by Character kept it whole.
-        var prefix = isAbsolute(directory) ? "" : "."
+        var prefix = FileSystem.isAbsolute(directory) ? "" : "."
         for component in FileSystem.components(of: directory) {
             prefix += "/" + component
             try checkLink(prefix, of: directory, role: role, caller: caller)
@@ -108,7 +108,7 @@ package enum DirectoryPathRule {
             // Without a link on the way it is the same path: its parents are checked once.
             paths.append(resolved)
         }
-        for path in paths where isAbsolute(path) {
+        for path in paths where FileSystem.isAbsolute(path) {
             let components = FileSystem.components(of: path)
             var parent = ""
             for component in components.dropLast() {
@@ -122,7 +122,7 @@ package enum DirectoryPathRule {
     /// `path` with its deepest existing part resolved (`realpath`) and the rest appended as
     /// written; `nil` when no part of it resolves.
     private static func resolve(_ path: String) -> String? {
-        var existing = isAbsolute(path) ? path : "./" + path
+        var existing = FileSystem.isAbsolute(path) ? path : "./" + path
         var rest: [String] = []
         while true {
             if let resolved = realpath(existing, nil) {
@@ -137,10 +137,6 @@ package enum DirectoryPathRule {
             existing = FileSystem.parent(of: existing)
         }
     }
-
-    /// Whether `path` starts with a `/` byte (`hasPrefix("/")` compares Characters, and "/"
-    /// before a combining mark is another Character).
-    private static func isAbsolute(_ path: String) -> Bool { path.utf8.first == UInt8(ascii: "/") }
 
     /// Refuses `parent`, a directory above `directory`, when another user owns it or group or
     /// others may write in it without the sticky bit. A parent that does not exist passes: it

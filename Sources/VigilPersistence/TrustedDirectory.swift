@@ -92,7 +92,8 @@ package final class TrustedDirectory: Sendable {
         var link = stat()
         guard lstat(path, &link) == 0, (link.st_mode & S_IFMT) == S_IFLNK, link.st_uid == 0 else { return nil }
         let parent = FileSystem.parent(of: path)
-        let name = String(path[path.index(after: path.lastIndex(of: "/") ?? path.startIndex)...])
+        // By bytes, as `parent` is: both halves of the path split at the same slash.
+        let name = FileSystem.components(of: path, omittingEmpty: false).last ?? ""
         guard !name.isEmpty, name != ".", name != ".." else { return nil }
         var directory = stat()
         guard stat(parent, &directory) == 0, directory.st_uid == 0, directory.st_mode & 0o022 == 0 else { return nil }
