@@ -41,8 +41,10 @@ public final class RuntimeStatusWriter: LifecycleObserver {
     /// barrier sent ahead (see `observe(_:)`).
     private let stoppingWaits: @Sendable () -> Bool
 
-    /// A writer for this process, in state `starting`.
-    package convenience init() {
+    /// A writer that keeps the status in memory and writes no file: for a test of a listener
+    /// that adds keys, which reads them back with ``daemonKeys(as:)``. A daemon's own writer is
+    /// `DaemonOptions.status`, which writes `status.json` once the runtime directory is verified.
+    public convenience init() {
         self.init(deferral: .milliseconds(1))
     }
 
@@ -80,6 +82,43 @@ public final class RuntimeStatusWriter: LifecycleObserver {
 
     /// Rewrites the file now (after the daemon's own keys changed).
     public func update() { write() }
+
+    /// The daemon's keys as the next write puts them under `daemon`, decoded as `T` (keys `T`
+    /// does not know are ignored): what `statusLines:` reads with `status.decode(T.self)`.
+    /// Throws when one `addKeys` closure's keys cannot be written as JSON (the file would leave
+    /// them out) or the keys do not decode as `T`.
+    public func daemonKeys<T: Decodable>(as type: T.Type) throws -> T {
+        let keys = state.withLock { $0.keys }
+        var status = current
+        let (members, failure) = Self.members(of: keys)
+        if let failure { throw failure }
+        status.daemonMembers = members
+        return try status.decode(T.self)
+    }
+
+    /// The members of the daemon's `addKeys` closures, merged (the first closure's key wins), and
+    /// the error of the last closure whose keys JSON cannot hold, if any.
+    private static func members(
+        of keys: [@Sendable () throws -> JSONValue]
+    ) -> (members: [JSONValue.Member], failure: (any Error)?) {
+        var members: [JSONValue.Member] = []
+        var seen = Set<String>()
+        var failure: (any Error)?
+        for keys in keys {
+            let value: JSONValue
+            do {
+                value = try keys()
+            } catch {
+                // A value JSON cannot hold (a NaN, say): the others are still written.
+                failure = error
+                continue
+            }
+            guard case .object(let added) = value.kind else { continue }
+            // Two closures with one key: the first one's (one object holds each key once).
+            members += added.filter { seen.insert($0.key).inserted }
+        }
+        return (members, failure)
+    }
 
     /// The status as last written (or as it would be).
     package var current: RuntimeStatus { state.withLock { $0.status } }
@@ -195,22 +234,8 @@ public final class RuntimeStatusWriter: LifecycleObserver {
             state.pending?.cancel()
             state.pending = nil
             state.status.previousShutdownClean = state.history?.previousShutdownClean
-            var members: [JSONValue.Member] = []
-            var seen = Set<String>()
-            var leftOut: String?
-            for keys in state.keys {
-                let value: JSONValue
-                do {
-                    value = try keys()
-                } catch {
-                    // A value JSON cannot hold (a NaN, say): the others are still written.
-                    leftOut = "the keys of one addKeys closure cannot be written as JSON (\(error))"
-                    continue
-                }
-                guard case .object(let added) = value.kind else { continue }
-                // Two closures with one key: the first one's (one object holds each key once).
-                members += added.filter { seen.insert($0.key).inserted }
-            }
+            let (members, failure) = Self.members(of: state.keys)
+            var leftOut = failure.map { "the keys of one addKeys closure cannot be written as JSON (\($0))" }
             state.status.daemonMembers = members
             guard let directory = state.directory else { return }
             // What `status` and `reload` read is at most RuntimeStatus.sizeLimit: a file over it

@@ -4,6 +4,7 @@
 // (ReadmeSnippetTests checks that the article's block appears here line for line). The snippets
 // that begin with `import` (README.md, the other DocC articles) are whole programs:
 // Tests/Snippets/run.sh builds each one alone as the main.swift of a package of its own.
+import Synchronization
 import Testing
 import Vigil
 import VigilTesting
@@ -85,5 +86,34 @@ enum ReadmeSnippetAcceptedConnections {
             }
         }
         return kv
+    }
+}
+
+// TestingADaemon.md: a listener's keys in status.json, read back from a writer of the test's own.
+struct JobKeys: Codable, Sendable, Equatable { var runs: Int, lastResult: String }
+
+/// Counts the jobs `SIGUSR1` runs into status.json's `daemon` object.
+final class Jobs: Listener {
+    let name = "jobs"
+    private let status: RuntimeStatusWriter
+    private let keys = Mutex(JobKeys(runs: 0, lastResult: "none yet"))
+
+    init(status: RuntimeStatusWriter) {  // the daemon: Jobs(status: options.status)
+        self.status = status
+        status.addKeys { [unowned self] in keys.withLock { $0 } }
+    }
+
+    func userSignal(_ signal: ProcessSignal, context: ListenerContext) async throws {
+        keys.withLock { $0 = JobKeys(runs: $0.runs + 1, lastResult: "done") }
+        status.update()  // rewrites the daemon's file now
+    }
+}
+
+@Test func aJobIsCountedInTheStatus() async throws {
+    let status = RuntimeStatusWriter()
+    try await withRunningDaemon(listeners: [Jobs(status: status)]) { daemon in
+        daemon.context.requestUserSignal(.sigusr1)
+        try await daemon.observer.records.wait { $0.contains { $0.event == .userSignal } }
+        #expect(try status.daemonKeys(as: JobKeys.self) == JobKeys(runs: 1, lastResult: "done"))
     }
 }

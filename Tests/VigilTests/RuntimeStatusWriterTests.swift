@@ -401,4 +401,14 @@ import VigilTesting
         }
         for path in ["/run", "/run2", "/state"] { rmdir(base + path) }
     }
+
+    /// A closure whose keys JSON cannot hold is an error to the test, not keys silently left out.
+    @Test func daemonKeysThatJSONCannotHoldAreAnError() throws {
+        struct Ratio: Codable, Sendable { var value: Double }
+        let status = RuntimeStatusWriter()
+        status.addKeys { JobKeys(runs: 2, lastResult: "done") }
+        #expect(try status.daemonKeys(as: JobKeys.self).runs == 2)
+        status.addKeys { Ratio(value: .nan) }
+        #expect(throws: (any Error).self) { try status.daemonKeys(as: JobKeys.self) }
+    }
 }
