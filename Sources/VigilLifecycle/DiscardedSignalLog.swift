@@ -5,7 +5,9 @@ import VigilEventLoop
 /// Reports the signals the event loop took and discarded because nobody owns them (real-time
 /// signals: see ``EventLoopExecutor/discardedSignals``), rate-limited: the first one at once, then
 /// at most one line a minute with the count since the last line, so a flood of 100,000 signals
-/// costs two lines, not 100,000.
+/// costs two lines, not 100,000. Real-time signals and the standard ones the daemon ignores (a
+/// SIGHUP when `--reload-signal` chose another) are counted and limited apart: a flood of one
+/// kind does not hide the first of the other.
 final class DiscardedSignalLog: Sendable {
     private struct State {
         /// When the last line was written (monotonic ns); `nil` before the first.
@@ -22,14 +24,18 @@ final class DiscardedSignalLog: Sendable {
     static let interval: UInt64 = 60_000_000_000
 
     private let logger: Logger
-    private let state = Mutex(State())
+    /// Real-time signals first, then the standard ones.
+    private let state = Mutex([State(), State()])
 
     init(logger: Logger) { self.logger = logger }
 
     /// Counts one discarded signal (on the loop thread); logs now, or schedules the next line.
     func record(_ signal: ProcessSignal) {
         let now = MonotonicClock.nanoseconds()
-        let (logNow, scheduleIn): (Bool, UInt64?) = state.withLock { state in
+        let kind = Self.kind(of: signal)
+        let (logNow, scheduleIn): (Bool, UInt64?) = state.withLock { states in
+            var state = states[kind]
+            defer { states[kind] = state }
             state.last = signal
             if let last = state.lastLine, now &- last < Self.interval {
                 state.unreported += 1
@@ -55,19 +61,24 @@ final class DiscardedSignalLog: Sendable {
             // it holds nothing but this log, and the process may exit before it fires.
             Task {
                 try? await EventLoopExecutor.sleep(for: .nanoseconds(Int64(clamping: scheduleIn)))
-                self.flush()
+                self.flush(kind)
             }
         }
     }
 
-    private func flush() {
-        let (count, last) = state.withLock { state -> (UInt64, ProcessSignal?) in
+    /// The index of `signal`'s count: 0 for a real-time signal, 1 for a standard one.
+    private static func kind(of signal: ProcessSignal) -> Int {
+        signal.rawValue >= ProcessSignal.realTimeMinimum ? 0 : 1
+    }
+
+    private func flush(_ kind: Int) {
+        let (count, last) = state.withLock { states -> (UInt64, ProcessSignal?) in
             defer {
-                state.unreported = 0
-                state.flushScheduled = false
-                state.lastLine = MonotonicClock.nanoseconds()
+                states[kind].unreported = 0
+                states[kind].flushScheduled = false
+                states[kind].lastLine = MonotonicClock.nanoseconds()
             }
-            return (state.unreported, state.last)
+            return (states[kind].unreported, states[kind].last)
         }
         guard count > 0 else { return }
         let text =
