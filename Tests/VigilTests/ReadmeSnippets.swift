@@ -100,7 +100,7 @@ final class Jobs: Listener {
 
     init(status: RuntimeStatusWriter) {  // the daemon: Jobs(status: options.status)
         self.status = status
-        status.addKeys { [unowned self] in keys.withLock { $0 } }
+        status.addKeys { [weak self] in self?.keys.withLock { $0 } }  // weak: the writer keeps this closure
     }
 
     func userSignal(_ signal: ProcessSignal, context: ListenerContext) async throws {
