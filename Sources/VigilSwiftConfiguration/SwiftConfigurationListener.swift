@@ -30,7 +30,7 @@ public final class SwiftConfigurationListener: Listener {
     public let name = "configuration"
     /// Where the configuration comes from.
     package let source: ConfigurationSource
-    /// The committed values, for `ConfigReader`s of your own (with other providers before it).
+    /// The committed values (the package's tests read them; a daemon reads through `reader`).
     package let provider: CommittedConfigProvider
     /// A reader of the committed values alone.
     public let reader: ConfigReader
