@@ -33,7 +33,8 @@ import VigilPlatform
 ///   and exits with its status (0 clean, 1 failed).
 /// - `check-config [FILE]`: 0 when valid, 1 with the error on stderr.
 /// - `reload [--pid PID] [--runtime-directory DIR] [--timeout S] [--signal SIG]`: signals the
-///   daemon its status file describes (its pid proven by start time) and waits for the outcome:
+///   daemon its status file describes (its pid proven by start time) with the reload signal the
+///   file names, and waits for the outcome:
 ///   0 applied, 1 rejected with the reason, 2 no daemon or no answer. What `ExecReload=` runs.
 /// - `status [--runtime-directory DIR] [--json]`: 0, or 2 without a daemon.
 /// - `systemd-unit [--executable PATH] [--socket ADDRESS]`: prints the hardened `.service` unit
@@ -194,6 +195,7 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
             }
             if let warning = unit.stopTimeoutWarning(for: daemon) { options.logging.logger.warning("\(warning)") }
             let status = options.status
+            status.recordReloadSignal(reloadSignal)
             status.track(daemon.listeners)
             status.report(to: options.logging.logger)
             let locks = HeldLocks()
@@ -496,7 +498,9 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
         case "--pid":
             return "The daemon's pid; must match the runtime directory's status.json (default: from status.json)."
         case "--timeout": return "Seconds to wait for the outcome (0.01 to 86400; default: 90)."
-        case "--signal": return "The signal to send: the daemon's --reload-signal (default: SIGHUP)."
+        case "--signal":
+            return
+                "The signal to send (default: the daemon's --reload-signal, as its status.json names it; SIGHUP for a file that names none)."
         case "--json":
             return
                 "Print JSON (the status file's keys, the daemon's own keys again at the top level, then uptimeSeconds)."

@@ -7,7 +7,9 @@ package enum DaemonInvocation: Equatable, Sendable {
     case version
     case run(config: String?, stateDirectory: String?, runtimeDirectory: String?, reloadSignal: ProcessSignal)
     case checkConfig(file: String?)
-    case reload(pid: Int32?, runtimeDirectory: String?, timeout: Double, signal: ProcessSignal)
+    /// `signal` is `--signal`'s; `nil` sends the one the daemon's status file names (SIGHUP
+    /// for a file that names none).
+    case reload(pid: Int32?, runtimeDirectory: String?, timeout: Double, signal: ProcessSignal?)
     case status(runtimeDirectory: String?, json: Bool)
     case systemdUnit(executable: String?, socket: String?)
 
@@ -168,7 +170,9 @@ package enum DaemonInvocation: Equatable, Sendable {
                 pid: pid,
                 runtimeDirectory: values["--runtime-directory"],
                 timeout: timeout,
-                signal: try signal(values["--signal"], option: "--signal", command: .reload)
+                signal: try values["--signal"].map { text throws(UsageError) in
+                    try signal(text, option: "--signal", command: .reload)
+                }
             )
         case .status:
             return .status(runtimeDirectory: values["--runtime-directory"], json: values["--json"] != nil)
@@ -202,6 +206,18 @@ package enum DaemonInvocation: Equatable, Sendable {
                 command: command
             )
         }
+        if let what = reloadSignalProblem(signal) {
+            throw UsageError(
+                message: "\(option): \(signal) \(what); it cannot be the reload signal (try SIGHUP or SIGRTMIN+3)",
+                command: command
+            )
+        }
+        return signal
+    }
+
+    /// Why `signal` cannot be a reload signal, or `nil` when it can: for `run --reload-signal`,
+    /// `reload --signal` and the reload signal a status file names.
+    package static func reloadSignalProblem(_ signal: ProcessSignal) -> String? {
         // Signals that cannot reload: the daemon's stop signals (a reload on one would take its
         // stop away, so that `systemctl stop` waits for SIGKILL), those whose default action
         // ends or stops a process that does not handle them (`reload --signal` with one would do
@@ -217,13 +233,7 @@ package enum DaemonInvocation: Equatable, Sendable {
             ProcessSignal(rawValue: SIGCONT): "is raised by the kernel whenever a stopped process resumes",
             ProcessSignal(rawValue: SIGWINCH): "is raised by a terminal whenever it is resized",
         ]
-        if let what = refused[signal] {
-            throw UsageError(
-                message: "\(option): \(signal) \(what); it cannot be the reload signal (try SIGHUP or SIGRTMIN+3)",
-                command: command
-            )
-        }
-        return signal
+        return refused[signal]
     }
 
     /// An argument as it may appear in a message: control characters escaped, at most 64

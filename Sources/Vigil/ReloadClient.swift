@@ -15,7 +15,7 @@ package struct ReloadClient: Sendable {
 
     /// Runs the client; returns its exit status: 0 applied (or superseded by a stop), 1
     /// rejected, 2 no daemon, not the daemon, or no answer in time.
-    package func run(pid: Int32?, runtimeDirectory: String?, timeout: Double, signal: ProcessSignal) -> Int32 {
+    package func run(pid: Int32?, runtimeDirectory: String?, timeout: Double, signal: ProcessSignal?) -> Int32 {
         do {
             return try reload(pid: pid, runtimeDirectory: runtimeDirectory, timeout: timeout, signal: signal)
         } catch {
@@ -28,7 +28,7 @@ package struct ReloadClient: Sendable {
         pid: Int32?,
         runtimeDirectory: String?,
         timeout: Double,
-        signal: ProcessSignal
+        signal requested: ProcessSignal?
     ) throws(ControlClientError) -> Int32 {
         if let pid, pid <= 1 {
             throw ControlClientError(
@@ -73,6 +73,7 @@ package struct ReloadClient: Sendable {
             if let superseded = supersededByAStop() { return superseded }
             throw error
         }
+        let signal = try Self.signal(requested, for: status, target: target, file: file)
         let sent = MonotonicClock.microseconds()
         guard kill(target, signal.rawValue) == 0 else {
             if errno == ESRCH, let superseded = supersededByAStop() { return superseded }
@@ -119,7 +120,32 @@ package struct ReloadClient: Sendable {
         }
         if rejected { return 1 }
         if let interrupted { interruption.dieOf(interrupted) }
-        throw ControlClientError("no answer from pid \(target) within \(timeout) s")
+        throw ControlClientError("no answer from pid \(target) within \(timeout) s (sent \(signal))")
+    }
+
+    /// The signal to send: the one the daemon reloads on, as its status file names it (`--signal`,
+    /// when given, must be that one: another would go unanswered until the timeout), else
+    /// `--signal`'s, else `SIGHUP` (a file written before it named the signal).
+    package static func signal(
+        _ requested: ProcessSignal?,
+        for status: RuntimeStatus,
+        target: Int32,
+        file: String
+    ) throws(ControlClientError) -> ProcessSignal {
+        guard let named = status.reloadSignal else { return requested ?? .sighup }
+        // The file is the daemon's, but read as any other input: a signal that cannot reload is
+        // refused as `--signal` would refuse it.
+        guard let recorded = ProcessSignal(name: named), DaemonInvocation.reloadSignalProblem(recorded) == nil else {
+            throw ControlClientError(
+                "\(file) names \(DisplayText.quoted(named)) as the reload signal, which cannot be one; pass --signal with the daemon's --reload-signal"
+            )
+        }
+        if let requested, requested != recorded {
+            throw ControlClientError(
+                "pid \(target) reloads on \(recorded) (\(file) says so), not on \(requested), which it would not answer: leave out --signal, or pass --signal \(recorded)"
+            )
+        }
+        return recorded
     }
 
     /// The pid to signal: the status file's, when the process with that pid started when the

@@ -16,6 +16,7 @@ import VigilPlatform
 /// | `generation` | the configuration generation in force (1 at start, +1 per applied reload) |
 /// | `lastReload` | absent before the first reload; else `result` (`applied` or `rejected`), `reason` (why it was rejected) and `beganMonotonicUsec` (`CLOCK_MONOTONIC` when it began, in µs) |
 /// | `startedAt` | `CLOCK_REALTIME` at start, in seconds since the epoch |
+/// | `reloadSignal` | the signal the daemon reloads on (`SIGHUP`, or what `--reload-signal` chose): what `reload` sends without `--signal`; absent in files written before it existed (read as `SIGHUP`) |
 /// | `previousShutdownClean` | `false` when the daemon's state showed that the previous run did not stop cleanly, `true` when it stopped cleanly; absent while unknown (before the state was read, or for a daemon that keeps no `ShutdownMarker`) |
 /// | `daemon` | the daemon's own keys (``RuntimeStatusWriter/addKeys(_:)``), an object of their own: no key of a daemon can collide with the library's |
 ///
@@ -65,6 +66,9 @@ public struct RuntimeStatus: Sendable, Equatable {
     package var lastReload: Reload?
     /// `CLOCK_REALTIME` at start, in seconds since the epoch.
     package var startedAt: Int64
+    /// The signal the daemon reloads on, as `ProcessSignal.description` spells it (`SIGHUP`,
+    /// `SIGRTMIN+3`); `nil` in files written before it was recorded.
+    package var reloadSignal: String?
     /// `false` when the daemon's state showed that the previous run did not stop cleanly,
     /// `true` when it stopped cleanly, `nil` while unknown (see `ShutdownMarker`).
     package var previousShutdownClean: Bool?
@@ -122,7 +126,7 @@ public struct RuntimeStatus: Sendable, Equatable {
     /// The keys this library owns at the top level (of the file, and of `status --json`).
     package static let libraryKeys: Set<String> = [
         "formatVersion", "pid", "processStartTime", "state", "generation", "lastReload", "startedAt",
-        "previousShutdownClean", "uptimeSeconds", daemonKey,
+        "reloadSignal", "previousShutdownClean", "uptimeSeconds", daemonKey,
     ]
 
     /// The library's part of the file, in the order it is written.
@@ -134,6 +138,7 @@ public struct RuntimeStatus: Sendable, Equatable {
         var generation: Int
         var lastReload: Reload?
         var startedAt: Int64
+        var reloadSignal: String?
         var previousShutdownClean: Bool?
     }
 
@@ -157,6 +162,7 @@ public struct RuntimeStatus: Sendable, Equatable {
             startedAt: core.startedAt,
             previousShutdownClean: core.previousShutdownClean
         )
+        status.reloadSignal = core.reloadSignal
         guard case .object(let members) = root.kind else { return status }
         if version == 1 {
             // Version 1: the daemon's keys beside the library's.
@@ -192,6 +198,7 @@ public struct RuntimeStatus: Sendable, Equatable {
             members.append(member("lastReload", JSONValue(.object(reload))))
         }
         members.append(member("startedAt", number(startedAt)))
+        if let reloadSignal { members.append(member("reloadSignal", JSONValue(.string(reloadSignal)))) }
         if let previousShutdownClean {
             members.append(member("previousShutdownClean", JSONValue(.bool(previousShutdownClean))))
         }

@@ -189,6 +189,12 @@ public final class RuntimeStatusWriter: LifecycleObserver {
     /// The write scheduled after the last event, if it is still due (tests await it).
     package var pendingWrite: Task<Void, Never>? { state.withLock { $0.pending } }
 
+    /// Records the signal the daemon reloads on, for `reload` to send (`DaemonCommandLine` calls
+    /// this before the first write).
+    package func recordReloadSignal(_ signal: ProcessSignal) {
+        state.withLock { $0.status.reloadSignal = signal.description }
+    }
+
     /// Takes `previousShutdownClean` from the first listener that keeps a `ShutdownHistory`
     /// (conforms, or is a `ServiceListener` handed one); with none it stays unknown.
     package func track(_ listeners: [any Listener]) {

@@ -125,7 +125,7 @@ import VigilTesting
         #expect(try DaemonInvocation.parse(["check-config", "--", "--odd"]) == .checkConfig(file: "--odd"))
         #expect(
             try DaemonInvocation.parse(["reload", "--pid=-1"])
-                == .reload(pid: -1, runtimeDirectory: nil, timeout: 90, signal: .sighup)
+                == .reload(pid: -1, runtimeDirectory: nil, timeout: 90, signal: nil)
         )
     }
 
@@ -386,6 +386,52 @@ import VigilTesting
 
 /// The runtime status file's format (version 2; version 1 still read).
 @Suite struct RuntimeStatusFormatTests {
+    /// The reload signal is written after `startedAt`, read back, and chooses what `reload`
+    /// sends; a file without it (written before it existed) means SIGHUP.
+    @Test func theReloadSignalIsRecordedAndChoosesWhatReloadSends() throws {
+        var status = RuntimeStatus(
+            pid: 42,
+            processStartTime: 7,
+            state: "running",
+            generation: 1,
+            lastReload: nil,
+            startedAt: 100,
+            previousShutdownClean: nil
+        )
+        #expect(try ReloadClient.signal(nil, for: status, target: 42, file: "f") == .sighup)
+        #expect(try ReloadClient.signal(.sigusr2, for: status, target: 42, file: "f") == .sigusr2)
+        status.reloadSignal = "SIGRTMIN+3"
+        let text = JSONWriter.write(status.document())
+        guard case .object(let members) = try JSONParser.parse(Array(text.utf8)).kind else {
+            Issue.record("not an object: \(text)")
+            return
+        }
+        #expect(
+            members.map(\.key) == [
+                "formatVersion", "pid", "processStartTime", "state", "generation", "startedAt", "reloadSignal",
+                "daemon",
+            ]
+        )
+        let parsed = try RuntimeStatus.parse(Array(text.utf8))
+        #expect(parsed.reloadSignal == "SIGRTMIN+3")
+        let rtmin3 = try #require(ProcessSignal(name: "SIGRTMIN+3"))
+        #expect(try ReloadClient.signal(nil, for: parsed, target: 42, file: "f") == rtmin3)
+        #expect(try ReloadClient.signal(rtmin3, for: parsed, target: 42, file: "f") == rtmin3)
+        #expect {
+            try ReloadClient.signal(.sighup, for: parsed, target: 42, file: "f")
+        } throws: {
+            "\($0)".contains("pid 42 reloads on SIGRTMIN+3 (f says so), not on SIGHUP")
+                && "\($0)".contains("pass --signal SIGRTMIN+3")
+        }
+        // A forged file names what no reload may send: refused, not sent.
+        for forged in ["SIGTERM", "SIGKILL", "9", "bogus\u{1b}[2J", ""] {
+            status.reloadSignal = forged
+            #expect {
+                try ReloadClient.signal(nil, for: status, target: 42, file: "f")
+            } throws: { "\($0)".contains("as the reload signal, which cannot be one") && !"\($0)".contains("\u{1b}") }
+        }
+    }
+
     @Test func theFileCarriesFormatVersion1AndTheDaemonsKeysAfterTheLibrarys() throws {
         var status = RuntimeStatus(
             pid: 42,

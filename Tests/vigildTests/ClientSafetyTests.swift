@@ -124,6 +124,37 @@ import VigilTesting
     }
 
     /// The state letter is field 3, counted from the last `)`: a name may hold `) Z (` itself.
+    /// Before: `reload` sent SIGHUP whatever the daemon reloaded on, so with `--reload-signal`
+    /// the daemon discarded it and `reload` (`systemctl reload` through the unit's ExecReload=)
+    /// waited out its timeout and exited 2. Now the status file names the signal, `reload`
+    /// sends it, and a `--signal` the daemon would not answer is refused at once.
+    @Test func reloadSendsTheSignalTheDaemonReloadsOn() async throws {
+        let socket = try FakeNotifySocket()
+        let (daemon, directory) = try await VigildBinary.start(
+            socket: socket,
+            arguments: ["--reload-signal", "SIGRTMIN+3"]
+        )
+        let runtime = directory + "/run"
+        #expect(TextFile.read(runtime + "/status.json")?.contains(#""reloadSignal": "SIGRTMIN+3""#) == true)
+        let reload = try await Self.client(["reload", "--timeout", "20", "--runtime-directory", runtime])
+        #expect(reload.status == 0, "\(reload.output)")
+        #expect(reload.output.contains("reload applied; configuration generation 2"), "\(reload.output)")
+        let began = ContinuousClock.now
+        let wrong = try await Self.client([
+            "reload", "--timeout", "20", "--runtime-directory", runtime, "--signal", "SIGHUP",
+        ])
+        #expect(wrong.status == 2, "\(wrong.output)")
+        #expect(wrong.output.contains("reloads on SIGRTMIN+3"), "\(wrong.output)")
+        #expect(ContinuousClock.now - began < .seconds(20), "the refused reload waited for its timeout")
+        let explicit = try await Self.client([
+            "reload", "--timeout", "20", "--runtime-directory", runtime, "--signal", "SIGRTMIN+3",
+        ])
+        #expect(explicit.status == 0, "\(explicit.output)")
+        #expect(explicit.output.contains("configuration generation 3"), "\(explicit.output)")
+        daemon.send(SIGTERM)
+        #expect(try await daemon.waitForExit() == 0)
+    }
+
     @Test func theStateLetterIsReadAfterTheLastParenthesis() {
         #expect(ProcessStartTime.state(statLine: Array("42 (a) Z (b) S 1 42 42 0".utf8)) == UInt8(ascii: "S"))
         #expect(ProcessStartTime.state(statLine: Array("42 (sh) Z 1 42".utf8)) == UInt8(ascii: "Z"))

@@ -358,7 +358,9 @@ private struct HangFS {
             configuration: .init(
                 logger: Logger(label: "test"),
                 signals: SignalMap(),
-                budgets: ListenerBudgets(terminate: .seconds(1))
+                // 3 s: the checkpoint's own deadline is 300 ms inside it. With 1 s (100 ms inside), the
+                // budget ran out first once, on a machine running two test suites and a build.
+                budgets: ListenerBudgets(terminate: .seconds(3))
             )
         )
         let running = Task { try await group.run() }
