@@ -219,6 +219,8 @@ in_sandbox systemctl stop vigild
 
 # shellcheck source=reload-once.sh
 . "$here/reload-once.sh"
+# shellcheck source=reload-signal.sh
+. "$here/reload-signal.sh"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
