@@ -443,7 +443,9 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
 
             Exit status: 0 when the new configuration was applied (or the daemon is stopping: a
             stop supersedes the reload), 1 when it was rejected (the reason on stderr), 2 when
-            there is no daemon, the pid is not the daemon's, or no answer came in time.
+            there is no daemon, the pid is not the daemon's, --signal is not the daemon's reload
+            signal (or the status file names none that can reload and --signal is not given),
+            or no answer came in time.
 
             Examples:
               \(name) reload

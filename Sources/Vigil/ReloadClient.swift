@@ -125,7 +125,8 @@ package struct ReloadClient: Sendable {
 
     /// The signal to send: the one the daemon reloads on, as its status file names it (`--signal`,
     /// when given, must be that one: another would go unanswered until the timeout), else
-    /// `--signal`'s, else `SIGHUP` (a file written before it named the signal).
+    /// `--signal`'s, else `SIGHUP` (a file written before it named the signal). A file naming
+    /// something that cannot reload is refused unless `--signal` says what to send instead.
     package static func signal(
         _ requested: ProcessSignal?,
         for status: RuntimeStatus,
@@ -136,6 +137,8 @@ package struct ReloadClient: Sendable {
         // The file is the daemon's, but read as any other input: a signal that cannot reload is
         // refused as `--signal` would refuse it.
         guard let recorded = ProcessSignal(name: named), DaemonInvocation.reloadSignalProblem(recorded) == nil else {
+            // The admin's option is trusted input; the file is not (and the pid checks stand).
+            if let requested { return requested }
             throw ControlClientError(
                 "\(file) names \(DisplayText.quoted(named)) as the reload signal, which cannot be one; pass --signal with the daemon's --reload-signal"
             )

@@ -129,6 +129,10 @@ public struct RuntimeStatus: Sendable, Equatable {
         "reloadSignal", "previousShutdownClean", "uptimeSeconds", daemonKey,
     ]
 
+    /// The library's keys in version 1 files, beside which the daemon's stood: `reloadSignal`
+    /// came with version 2, so in a version 1 file it is a key of the daemon's.
+    private static let libraryKeysOfVersion1 = libraryKeys.subtracting(["reloadSignal"])
+
     /// The library's part of the file, in the order it is written.
     private struct Core: Decodable {
         var formatVersion: Int?
@@ -138,7 +142,6 @@ public struct RuntimeStatus: Sendable, Equatable {
         var generation: Int
         var lastReload: Reload?
         var startedAt: Int64
-        var reloadSignal: String?
         var previousShutdownClean: Bool?
     }
 
@@ -162,12 +165,24 @@ public struct RuntimeStatus: Sendable, Equatable {
             startedAt: core.startedAt,
             previousShutdownClean: core.previousShutdownClean
         )
-        status.reloadSignal = core.reloadSignal
         guard case .object(let members) = root.kind else { return status }
         if version == 1 {
             // Version 1: the daemon's keys beside the library's.
-            status.daemonMembers = members.filter { !libraryKeys.contains($0.key) || $0.key == daemonKey }
-        } else if let own = members.last(where: { $0.key == daemonKey }) {
+            status.daemonMembers = members.filter {
+                !libraryKeysOfVersion1.contains($0.key) || $0.key == daemonKey
+            }
+            return status
+        }
+        if let named = members.last(where: { $0.key == "reloadSignal" })?.value {
+            // Anything but a string is kept as its JSON text: `status` still reads the file, and
+            // `reload` refuses the value as no signal name.
+            if case .string(let text) = named.kind {
+                status.reloadSignal = text
+            } else {
+                status.reloadSignal = JSONWriter.write(named, pretty: false)
+            }
+        }
+        if let own = members.last(where: { $0.key == daemonKey }) {
             guard case .object(let daemonMembers) = own.value.kind else {
                 throw RuntimeStatusFormatError(found: version, problem: "its \"\(daemonKey)\" is not an object")
             }

@@ -85,15 +85,27 @@ public final class RuntimeStatusWriter: LifecycleObserver {
 
     /// The daemon's keys as the next write puts them under `daemon`, decoded as `T` (keys `T`
     /// does not know are ignored): what `statusLines:` reads with `status.decode(T.self)`.
-    /// Throws when one `addKeys` closure's keys cannot be written as JSON (the file would leave
-    /// them out) or the keys do not decode as `T`.
+    /// Throws where the file would leave keys out — one `addKeys` closure's keys cannot be
+    /// written as JSON, or all of them would make the file longer than the 256 KiB `status` and
+    /// `reload` read — and when the keys do not decode as `T`.
     public func daemonKeys<T: Decodable>(as type: T.Type) throws -> T {
         let keys = state.withLock { $0.keys }
         var status = current
         let (members, failure) = Self.members(of: keys)
         if let failure { throw failure }
         status.daemonMembers = members
+        guard JSONWriter.bytes(status.document(), pretty: true, limit: RuntimeStatus.sizeLimit) != nil else {
+            throw KeysTooLong()
+        }
         return try status.decode(T.self)
+    }
+
+    /// The daemon's keys would make the status file too long: the file leaves them all out.
+    private struct KeysTooLong: Error, CustomStringConvertible {
+        var description: String {
+            "the daemon's status keys make the file longer than the \(RuntimeStatus.sizeLimit / 1024) KiB that "
+                + "'status' and 'reload' read, so the file leaves them all out; keep fewer or shorter keys"
+        }
     }
 
     /// The members of the daemon's `addKeys` closures, merged (the first closure's key wins), and

@@ -45,7 +45,7 @@ public protocol Listener: Sendable {
 
     /// The system or the service's cgroup is short of memory (systemd's `MemoryPressureWatch=`):
     /// release what can be rebuilt — caches, pooled buffers, idle connections. Called at most
-    /// once per `ListenerGroup/Configuration/memoryPressureInterval`, within the
+    /// once a second (a fixed interval; reports in between are dropped and counted), within the
     /// `ListenerBudgets/memoryPressure` budget. Defaults to doing nothing.
     func memoryPressure(context: ListenerContext) async throws
 

@@ -423,13 +423,25 @@ import VigilTesting
             "\($0)".contains("pid 42 reloads on SIGRTMIN+3 (f says so), not on SIGHUP")
                 && "\($0)".contains("pass --signal SIGRTMIN+3")
         }
-        // A forged file names what no reload may send: refused, not sent.
+        // A forged file names what no reload may send: refused, not sent; `--signal` says what
+        // to send instead.
         for forged in ["SIGTERM", "SIGKILL", "9", "bogus\u{1b}[2J", ""] {
             status.reloadSignal = forged
             #expect {
                 try ReloadClient.signal(nil, for: status, target: 42, file: "f")
             } throws: { "\($0)".contains("as the reload signal, which cannot be one") && !"\($0)".contains("\u{1b}") }
+            #expect(try ReloadClient.signal(.sigusr2, for: status, target: 42, file: "f") == .sigusr2)
         }
+        // Not a string: `status` still reads the file; `reload` refuses the value.
+        let numbered = try RuntimeStatus.parse(Array(text.replacing(#""SIGRTMIN+3""#, with: "5").utf8))
+        #expect(numbered.reloadSignal == "5")
+        // A version 1 file's `reloadSignal` is one of the daemon's keys, not the library's.
+        let one =
+            #"{"formatVersion": 1, "pid": 42, "state": "running", "generation": 1, "startedAt": 1, "reloadSignal": 5, "queue": 3}"#
+        let parsedOne = try RuntimeStatus.parse(Array(one.utf8))
+        #expect(parsedOne.reloadSignal == nil)
+        #expect(parsedOne.daemonMembers.map(\.key) == ["reloadSignal", "queue"])
+        #expect(try ReloadClient.signal(nil, for: parsedOne, target: 42, file: "f") == .sighup)
     }
 
     @Test func theFileCarriesFormatVersion1AndTheDaemonsKeysAfterTheLibrarys() throws {

@@ -410,5 +410,11 @@ import VigilTesting
         #expect(try status.daemonKeys(as: JobKeys.self).runs == 2)
         status.addKeys { Ratio(value: .nan) }
         #expect(throws: (any Error).self) { try status.daemonKeys(as: JobKeys.self) }
+        // Keys the file would leave out for their length are an error too.
+        let long = RuntimeStatusWriter()
+        long.addKeys { JobKeys(runs: 1, lastResult: String(repeating: "x", count: 300 << 10)) }
+        #expect {
+            try long.daemonKeys(as: JobKeys.self)
+        } throws: { "\($0)".contains("longer than the 256 KiB") }
     }
 }
