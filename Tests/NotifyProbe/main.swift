@@ -23,7 +23,9 @@
 //                    reports "prepared"
 //   exit-sync=MS     what a daemon does at exit (`prepareToSynchronize`, then
 //                    `synchronize(timeout:)`, which sends BARRIER=1 only when the exit needs one);
-//                    reports "exit-sync=confirmed|timed-out needed=true|false ms=M"
+//                    reports "exit-sync=confirmed|timed-out needed=true|false ms=M"; with
+//                    VIGIL_PROBE_REPORT_DECISION set, first "exit-sync deciding needed=true|false"
+//                    (after a barrier went ahead, if one did, and before the wait)
 //   credential=NAME  reads the credential NAME (`Credentials.readString`); reports
 //                    "credential NAME=TEXT" or "error code=C: MESSAGE"
 //   snapshot-store=NAME:TEXT   stores TEXT as snapshot NAME (`StoredSnapshot.store`); reports
@@ -144,6 +146,8 @@ for action in CommandLine.arguments.dropFirst() {
         let start = clock.now
         do {
             notifier.prepareToSynchronize()
+            // For a test that must let the manager answer only after the decision was taken.
+            if getenv("VIGIL_PROBE_REPORT_DECISION") != nil { report("exit-sync deciding needed=\(needed)") }
             let confirmed = try notifier.synchronize(timeout: .milliseconds(Int(argument) ?? 0))
             report(
                 "exit-sync=\(confirmed ? "confirmed" : "timed-out") needed=\(needed) ms=\(milliseconds(since: start))"
