@@ -238,7 +238,8 @@ private func validCount(_ counter: Counter) throws(InvalidValue) {
         }
         let started = ContinuousClock.now
         let store = try StateStore(path: path)
-        #expect(ContinuousClock.now - started < .seconds(1))
+        // Before the rescuing writer (5 s): a loaded machine may take more than a second.
+        #expect(ContinuousClock.now - started < .seconds(4))
         #expect(store.restored.movedAside == path + ".corrupt-1")
         #expect(store.restored.problem == "it is a FIFO (named pipe), not a regular file")
     }

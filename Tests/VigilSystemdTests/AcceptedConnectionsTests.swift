@@ -103,9 +103,11 @@ import VigilTesting
         #expect(accepted.withLock { $0 } == 1)
         let clock = ContinuousClock()
         let began = clock.now
-        connections.stop(gracePeriod: .seconds(30))
+        // Ended long before the grace period: a stop that waited for it would take 10 minutes.
+        // (A 2 s bound against a 30 s grace failed by 191 ms in CI, beside three booting systemds.)
+        connections.stop(gracePeriod: .seconds(600))
         try await server.value
-        #expect(clock.now - began < .seconds(2))
+        #expect(clock.now - began < .seconds(20))
     }
 
     @Test func atStopAnIdleConnectionEndsAndAHalfReceivedRequestFinishesByTheDeadline() async throws {

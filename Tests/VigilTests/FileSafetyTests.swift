@@ -33,7 +33,8 @@ private func monotonicNow() -> ContinuousClock.Instant { ContinuousClock.now }
         let error = withFIFO(at: path) {
             #expect(throws: SystemError.self) { try FileSystem.read(path) }
         }
-        #expect(ContinuousClock.now - started < .seconds(1))
+        // Before the rescuing writer (5 s): a loaded machine may take more than a second.
+        #expect(ContinuousClock.now - started < .seconds(4))
         #expect(error?.description == "cannot read \(path): it is a FIFO (named pipe), not a regular file")
     }
 

@@ -35,7 +35,7 @@ import VigilTesting
         #expect(mkfifo(path, 0o600) == 0)
         let started = ContinuousClock.now
         let (status, output) = try await checkConfig(path)
-        #expect(ContinuousClock.now - started < .seconds(5))
+        #expect(ContinuousClock.now - started < .seconds(20))  // it hung for ever; 20 s for a loaded machine
         #expect(status == 1)
         #expect(output == "vigild: \(path): cannot read the file: it is a FIFO (named pipe), not a regular file\n")
     }
