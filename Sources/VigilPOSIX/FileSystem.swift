@@ -239,6 +239,16 @@ package enum FileSystem {
         return slash == path.utf8.startIndex ? "/" : String(decoding: path.utf8[..<slash], as: UTF8.self)
     }
 
+    /// The name of a `readdir` entry, read up to its NUL. A `dirent` is only as long as its name
+    /// (`d_reclen`): copying the whole 256-byte `d_name` (`withUnsafeBytes(of: entry.pointee.d_name)`)
+    /// reads past the entry, and past the end of `readdir`'s buffer when the entry is its last,
+    /// into whatever follows, an unmapped page included (a crash the test suite hit in CI).
+    package static func entryName(_ entry: UnsafePointer<dirent>) -> String {
+        guard let offset = MemoryLayout<dirent>.offset(of: \dirent.d_name) else { return "" }
+        let name = UnsafeRawPointer(entry).advanced(by: offset).assumingMemoryBound(to: CChar.self)
+        return String(decoding: UnsafeRawBufferPointer(start: name, count: strlen(name)), as: UTF8.self)
+    }
+
     /// Whether `path` starts with a `/` byte: `hasPrefix("/")` compares Characters, and a "/"
     /// before a combining mark is another Character.
     package static func isAbsolute(_ path: String) -> Bool { path.utf8.first == UInt8(ascii: "/") }

@@ -59,9 +59,7 @@ package enum InstanceLockHolder {
         defer { closedir(entries) }
         var read = 0
         while read < 65_536, let entry = readdir(entries) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) {
-                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
-            }
+            let name = FileSystem.entryName(entry)
             guard name.first?.isNumber == true else { continue }
             read += 1
             guard let bytes = try? FileSystem.read(directory + "/" + name, limit: 1 << 16) else { continue }

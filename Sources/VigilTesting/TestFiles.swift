@@ -72,9 +72,7 @@ package enum TestDirectories {
         let baseDescriptor = dirfd(directory)
         var names: [String] = []
         while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) {
-                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
-            }
+            let name = FileSystem.entryName(entry)
             guard name.hasPrefix("vigil-tests-"), let pid = Int32(name.dropFirst("vigil-tests-".count)) else {
                 continue
             }
@@ -142,9 +140,7 @@ package enum TestDirectories {
         }
         var emptied = true
         while let entry = readdir(directory) {
-            let child = withUnsafeBytes(of: entry.pointee.d_name) {
-                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
-            }
+            let child = FileSystem.entryName(entry)
             if child == "." || child == ".." { continue }
             // A directory by its type, or one whose type the file system does not say.
             var isDirectory = entry.pointee.d_type == UInt8(DT_DIR)

@@ -27,6 +27,26 @@ private func withFIFO<T>(at path: String, _ body: () throws -> T) rethrows -> T 
 private func monotonicNow() -> ContinuousClock.Instant { ContinuousClock.now }
 
 @Suite struct FileSafetyTests {
+    /// A `readdir` entry is only as long as its name: it is read up to its NUL, not copied as
+    /// the whole 256-byte `d_name`, which ran past the end of `readdir`'s buffer into an unmapped
+    /// page and crashed the test process in CI (the clean-up of test directories; the same code
+    /// read `/proc/PID/fdinfo` for `reload` and `status`). Here the entry ends where a page that
+    /// may not be read begins.
+    @Test func aDirectoryEntryIsReadOnlyUpToItsName() throws {
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        let memory = try #require(mmap(nil, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0))
+        try #require(memory != MAP_FAILED)
+        defer { munmap(memory, 2 * page) }
+        try #require(mprotect(memory.advanced(by: page), page, PROT_NONE) == 0)
+        let offset = try #require(MemoryLayout<dirent>.offset(of: \dirent.d_name))
+        let length = (offset + 3 + 7) & ~7  // "ab", its NUL, 8-byte aligned as the kernel lays entries
+        let entry = memory.advanced(by: page - length)
+        memset(entry, 0, length)
+        entry.storeBytes(of: UInt8(ascii: "a"), toByteOffset: offset, as: UInt8.self)
+        entry.storeBytes(of: UInt8(ascii: "b"), toByteOffset: offset + 1, as: UInt8.self)
+        #expect(FileSystem.entryName(UnsafePointer(entry.assumingMemoryBound(to: dirent.self))) == "ab")
+    }
+
     @Test func aFIFOIsRefusedWithoutBlockingNamingItsKind() throws {
         let path = temporaryDirectory() + "/fifo"
         let started = monotonicNow()
