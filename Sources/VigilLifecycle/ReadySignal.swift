@@ -14,11 +14,11 @@ import Synchronization
 /// thread or task.
 ///
 /// It is also how the part learns that the daemon stops, and by when it should be done:
-/// ``onStop(_:)`` and ``stopDeadline``: the instant by which it should have drained, derived from
-/// the listener's terminate budget (``ServiceListener`` cancels the part at the budget minus a
-/// tenth of it, at most a second less; the deadline comes a twentieth of that grace period, at
-/// most half a second, earlier, to leave time to close and return), so a drain needs no
-/// arithmetic:
+/// ``onStop(_:)``, ``waitForStop()`` and ``stopDeadline``: the instant by which it should have
+/// drained, derived from the listener's terminate budget (``ServiceListener`` cancels the part at
+/// the budget minus a tenth of it, at most a second less; the deadline comes a twentieth of that
+/// grace period, at most half a second, earlier, to leave time to close and return), so a drain
+/// needs no arithmetic:
 ///
 /// ```swift
 /// ready.onStop { deadline in connections.stop(deadline: deadline) }
@@ -39,6 +39,10 @@ public final class ReadySignal: Sendable {
         var waiter: CheckedContinuation<Outcome, Never>?
         var stopDeadline: ContinuousClock.Instant?
         var stopHandlers: [@Sendable (ContinuousClock.Instant) -> Void] = []
+        /// The tasks in ``waitForStop()``, by a number of their own (so a cancelled one can
+        /// leave).
+        var stopWaiters: [Int: CheckedContinuation<ContinuousClock.Instant, any Error>] = [:]
+        var nextStopWaiter = 0
     }
 
     private let state = Mutex(State())
@@ -77,7 +81,8 @@ public final class ReadySignal: Sendable {
     ///
     /// A second stop request (a second `SIGTERM`) moves the deadline to that instant: `handler`
     /// is called once more, with it, just before the part is cancelled; a drain that waits for
-    /// the deadline should take the earlier of the two.
+    /// the deadline should take the earlier of the two. So never resume a continuation here (a
+    /// second resume traps): to wait for the stop, call ``waitForStop()``.
     public func onStop(_ handler: @escaping @Sendable (ContinuousClock.Instant) -> Void) {
         let deadline = state.withLock { state -> ContinuousClock.Instant? in
             state.stopHandlers.append(handler)
@@ -86,14 +91,58 @@ public final class ReadySignal: Sendable {
         if let deadline { handler(deadline) }
     }
 
-    /// Begins the stop: records the deadline and calls the stop handlers (once).
+    /// Waits until the daemon begins to stop and returns the stop deadline (at once, if it
+    /// already began): for a part with nothing to drain, or that drains after it.
+    ///
+    /// ```swift
+    /// ServiceListener(name: "jobs") { ready in
+    ///     ready()
+    ///     let deadline = try await ready.waitForStop()
+    ///     // stop the jobs, wait for them until `deadline`
+    /// }
+    /// ```
+    ///
+    /// It returns once. An ``onStop(_:)`` handler is called again by a second stop request, so
+    /// a continuation resumed from one would be resumed twice, which traps: wait here instead.
+    ///
+    /// - Throws: `CancellationError` when the calling task is cancelled before the stop begins
+    ///   (the part is cancelled when its start budget runs out, or at the end of its grace).
+    public func waitForStop() async throws -> ContinuousClock.Instant {
+        let id = state.withLock { state in
+            defer { state.nextStopWaiter += 1 }
+            return state.nextStopWaiter
+        }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let answer = state.withLock { state -> Result<ContinuousClock.Instant, any Error>? in
+                    if let deadline = state.stopDeadline { return .success(deadline) }
+                    if Task.isCancelled { return .failure(CancellationError()) }
+                    state.stopWaiters[id] = continuation
+                    return nil
+                }
+                if let answer { continuation.resume(with: answer) }
+            }
+        } onCancel: {
+            state.withLock { $0.stopWaiters.removeValue(forKey: id) }?.resume(throwing: CancellationError())
+        }
+    }
+
+    /// Begins the stop: records the deadline, calls the stop handlers (once) and ends the waits
+    /// of ``waitForStop()``.
     func beginStop(deadline: ContinuousClock.Instant) {
-        let handlers = state.withLock { state -> [@Sendable (ContinuousClock.Instant) -> Void] in
-            guard state.stopDeadline == nil else { return [] }
+        let (handlers, waiters) = state.withLock { state in
+            guard state.stopDeadline == nil else {
+                return (
+                    [@Sendable (ContinuousClock.Instant) -> Void](),
+                    [CheckedContinuation<ContinuousClock.Instant, any Error>]()
+                )
+            }
             state.stopDeadline = deadline
-            return state.stopHandlers
+            defer { state.stopWaiters.removeAll() }
+            return (state.stopHandlers, Array(state.stopWaiters.values))
         }
         for handler in handlers { handler(deadline) }
+        for waiter in waiters { waiter.resume(returning: deadline) }
     }
 
     /// A second stop request: the deadline becomes `now` (if it was later, or not set) and the

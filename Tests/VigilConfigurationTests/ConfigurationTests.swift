@@ -157,10 +157,8 @@ import VigilTesting
             onCommit: { configuration in committed.append(configuration.name) },
             run: { ready in
                 // Runs until the stop hands it its deadline.
-                await withCheckedContinuation { stopped in
-                    ready.onStop { _ in stopped.resume() }
-                    ready()
-                }
+                ready()
+                _ = try await ready.waitForStop()
             }
         )
         try await withRunningDaemon(listeners: [configuration, part]) { daemon in

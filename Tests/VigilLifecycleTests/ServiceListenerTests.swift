@@ -463,6 +463,64 @@ struct BindFailed: Error, CustomStringConvertible {
         }
     }
 
+    /// `waitForStop()` returns once, with the first deadline, where an `onStop` handler hears a
+    /// second stop request again: a part that resumed a continuation from its handler (as the
+    /// docs once showed) trapped here, resumed twice while it drained.
+    @Test func waitForStopReturnsOnceThoughASecondStopRequestCallsTheHandlersAgain() async throws {
+        let log = AsyncRecorder<String>()
+        let clock = TestClock()
+        let waited = Mutex<[ContinuousClock.Instant]>([])
+        let heard = Mutex<[ContinuousClock.Instant]>([])
+        let jobs = ServiceListener(name: "jobs", budgets: .init(terminate: .seconds(20))) { ready in
+            ready.onStop { deadline in heard.withLock { $0.append(deadline) } }
+            ready()
+            let deadline = try await ready.waitForStop()
+            waited.withLock { $0.append(deadline) }
+            log.append("jobs.stopping")
+            await withTaskCancellationHandler {
+                try? await clock.sleep(until: .seconds(3600))  // draining, until cancelled
+            } onCancel: {
+                log.append("jobs.cancelled")
+            }
+        }
+        let error = await #expect(throws: ListenerGroupError.self) {
+            try await withRunningDaemon(listeners: [jobs], clock: clock) { daemon in
+                daemon.group.requestTermination(.signal(.sigterm))
+                try await log.wait { $0.contains("jobs.stopping") }
+                try await clock.waitForSleep(until: .seconds(19))
+                daemon.group.requestTermination(.signal(.sigterm))
+            }
+        }
+        #expect(error?.message == "Stopped with errors: 'jobs' was cut short by a second stop request")
+        #expect(log.values.suffix(2) == ["jobs.stopping", "jobs.cancelled"])
+        let handlerHeard = heard.withLock { $0 }
+        #expect(handlerHeard.count == 2, "the handler heard both requests: \(handlerHeard)")
+        #expect(
+            waited.withLock { $0 } == Array(handlerHeard.prefix(1)),
+            "the wait returned once, with the first deadline"
+        )
+    }
+
+    /// A part cancelled before the stop begins (its start budget ran out before it was ready)
+    /// leaves `waitForStop()` with `CancellationError`, where a continuation resumed only by
+    /// `onStop` would have waited for ever.
+    @Test func waitForStopThrowsWhenThePartIsCancelledFirst() async throws {
+        let log = AsyncRecorder<String>()
+        let slow = ServiceListener(name: "slow", budgets: .init(start: .milliseconds(100))) { ready in
+            do {
+                _ = try await ready.waitForStop()
+                log.append("slow.returned")
+            } catch is CancellationError {
+                log.append("slow.cancelled")
+            }
+        }
+        let group = try makeGroup([slow], log: log)
+        let error = await #expect(throws: ListenerGroupError.self) { try await group.run() }
+        #expect(error?.message == "Start-up failed: 'slow' did not finish within its start budget of 100 ms.")
+        try await log.wait { $0.contains("slow.cancelled") }
+        #expect(!log.values.contains("slow.returned"))
+    }
+
     @Test func twoStopRequestsDuringAReloadStillCancelThePartThatStopsFirst() async throws {
         let log = AsyncRecorder<String>()
         let reloading = Gate()

@@ -260,7 +260,7 @@ private final class SlowReloadListener: Listener {
         let listener = ServiceListener(name: "ticker") { ready in
             task.schedule(every: .seconds(10)) { ticks.append("tick") }
             ready()
-            await withCheckedContinuation { stopped in ready.onStop { _ in stopped.resume() } }
+            _ = try? await ready.waitForStop()
             await task.stop()
         }
         try await withRunningDaemon(listeners: [listener], clock: clock) { _ in
