@@ -426,8 +426,8 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
             """
         case .run:
             """
-            Reads the configuration, restores the state, reports READY=1 to systemd and handles
-            signals until told to stop. Exit status: 0 after a clean stop, 1 when start-up failed
+            Reads the configuration, restores the state (a daemon that keeps one), reports READY=1
+            to systemd and handles signals until told to stop. Exit status: 0 after a clean stop, 1 when start-up failed
             or a part failed to stop cleanly.
             """
         case .checkConfig:

@@ -7,17 +7,17 @@
 /// reload and health budgets under half of `WatchdogSec=`.
 public struct ListenerBudgets: Sendable, Hashable {
     /// Start-up commands and `start`.
-    package var start: Duration
+    public var start: Duration
     /// Each reload phase (prepare, commit, abort).
-    package var reload: Duration
+    public var reload: Duration
     /// `userSignal`.
-    package var userSignal: Duration
+    public var userSignal: Duration
     /// `terminate`.
-    package var terminate: Duration
+    public var terminate: Duration
     /// `checkHealth`, the watchdog's probe.
-    package var health: Duration
+    public var health: Duration
     /// `memoryPressure`.
-    package var memoryPressure: Duration
+    public var memoryPressure: Duration
 
     /// Creates budgets; the defaults suit a unit with the default 90 s timeouts.
     public init(

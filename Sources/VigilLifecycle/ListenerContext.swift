@@ -29,13 +29,23 @@ public final class ListenerContext: Sendable {
         self.defaultBudgets = defaultBudgets
     }
 
-    /// The budgets the mediator holds the named listener to: its own, or the group's defaults,
-    /// with the health budget capped at ``ListenerGroup/Configuration/maximumHealthBudget``.
-    /// A listener that must finish its work before its budget runs out (``ServiceListener``
-    /// cancels its part shortly before) reads its budget here.
+    /// The budgets the mediator holds the named listener to: its own, or the daemon's defaults,
+    /// with the health budget capped at the watchdog probe's timeout (a quarter of
+    /// `WatchdogSec=`). A listener that must finish its work before its budget runs out reads its
+    /// budget here, at the start of its hook (``ServiceListener`` cancels its part shortly
+    /// before the terminate budget ends):
+    ///
+    /// ```swift
+    /// commitReload: { _, context in
+    ///     // Stop the old worker; SIGKILL what is left a second before the reload budget ends.
+    ///     let grace = context.budgets(for: "jobs").reload - .seconds(1)
+    ///     …
+    /// }
+    /// ```
+    ///
     /// After a second stop request, the terminate budget is at most a second, as the stop holds
     /// the hook to it.
-    package func budgets(for listener: String) -> ListenerBudgets {
+    public func budgets(for listener: String) -> ListenerBudgets {
         var budgets = budgetsByListener[listener] ?? defaultBudgets
         budgets.terminate = core.terminateBudget(budgets.terminate)
         return budgets
@@ -116,7 +126,9 @@ public final class ListenerContext: Sendable {
         core.request(.userSignal(signal))
     }
 
-    /// Asks the mediator to reload, as `SIGHUP` would.
+    /// Asks the mediator to reload, as `SIGHUP` would. Requests that come before the mediator
+    /// begins the reload they asked for are that one reload (as a burst of `SIGHUP`s is): a test
+    /// that wants two reloads awaits the first one's record before it asks for the second.
     public func requestReload() {
         core.request(.reload)
     }
