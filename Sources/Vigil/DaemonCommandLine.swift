@@ -131,6 +131,10 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
             output.error("\(name): \(problem)")
             return invocation.failureStatus
         }
+        if invocation.readsDirectories, let shortage = Self.stackShortage() {
+            output.error("\(name): cannot \(invocation.verb): \(shortage)")
+            return invocation.failureStatus
+        }
         switch invocation {
         case .help(let command):
             output.standardOutput(help(command))
@@ -285,6 +289,27 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
             + (watchesMemoryPressure(environment) ? ", the memory-pressure watch" : "")
             + "; with fewer, opening them fails with EMFILE (Too many open files). Raise LimitNOFILE= in the unit "
             + "(or ulimit -n) to \(needed) or more"
+    }
+
+    /// The least stack a command that reads JSON needs: the configuration, state and status
+    /// files may nest arrays and objects 256 levels deep, and their parser, writer and decoder
+    /// recurse once a level. Measured with such files (November 2026): the packaged release build
+    /// parses and writes them in 128 KiB, a debug build needs 768 KiB; below, a file nested that
+    /// deep made the process crash (SIGSEGV) instead of refusing it.
+    package static var stackNeeded: Int { 1024 * 1024 }
+
+    /// Why this process's `RLIMIT_STACK` is too small for ``stackNeeded``, or `nil`. The main
+    /// thread's stack grows up to it, and the C library sizes the threads it starts by it (read
+    /// once, as the process began): so it is checked, not raised, before any command that reads
+    /// JSON.
+    package static func stackShortage() -> String? {
+        var limit = rlimit()
+        guard getrlimit(__rlimit_resource_t(RLIMIT_STACK.rawValue), &limit) == 0 else { return nil }
+        guard limit.rlim_cur != rlim_t.max, limit.rlim_cur < rlim_t(stackNeeded) else { return nil }
+        return "its stack may grow to only \(limit.rlim_cur / 1024) KiB (RLIMIT_STACK) and needs at least "
+            + "\(stackNeeded / 1024) KiB: it reads JSON nested up to 256 levels deep (the configuration, state and "
+            + "status files), and with less a file nested that deep would crash it. Raise LimitSTACK= in the unit "
+            + "(or ulimit -s) to \(stackNeeded / 1024) KiB or more (8192 is the usual default)"
     }
 
     /// The `instance.lock` files `run` holds open for its life: the runtime directory's and the

@@ -253,6 +253,19 @@ extension DaemonInvocation {
         }
     }
 
+    /// What the command does, for "cannot …" in a failure before its work.
+    var verb: String {
+        switch self {
+        case .run: "start"
+        case .checkConfig: "check the configuration"
+        case .reload: "reload"
+        case .status: "read the status"
+        case .help: "print help"
+        case .version: "print the version"
+        case .systemdUnit: "print the unit"
+        }
+    }
+
     /// The status for a failure before the command's work: 1 for `run` and `check-config`
     /// (could not start, not valid), 2 for `reload` and `status` (no daemon reached).
     var failureStatus: Int32 {

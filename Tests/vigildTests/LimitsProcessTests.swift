@@ -192,4 +192,89 @@ import VigilTesting
         daemon.send(SIGTERM)
         #expect(try await daemon.waitForExit() == 0)
     }
+
+    /// Arrays nested 255 deep under a key: within the parser's 256 levels, so a file may hold it.
+    static let deeplyNested = "[" + String(repeating: "[", count: 254) + String(repeating: "]", count: 255)
+
+    /// vigild `arguments` under `prlimit --stack=bytes` (its output in `directory`/output.log).
+    private func spawn(
+        stack bytes: Int,
+        _ arguments: [String],
+        directory: String,
+        socket: FakeNotifySocket? = nil
+    )
+        throws -> DaemonProcess
+    {
+        try DaemonProcess(
+            executable: "/usr/bin/prlimit",
+            arguments: ["--stack=\(bytes)", "--", VigildBinary.path] + arguments,
+            environment: socket.map { ["NOTIFY_SOCKET": $0.path] } ?? [:],
+            outputPath: directory + "/output.log"
+        )
+    }
+
+    /// Before: with a small stack (`ulimit -s`, `LimitSTACK=`) a file nested as deep as the parser
+    /// allows crashed vigild (SIGSEGV in the parser's recursion: `check-config`, `status`, and a
+    /// running daemon on reload), 512 KiB here (a debug build). Now every command that reads JSON
+    /// refuses to begin below the stack it needs, naming RLIMIT_STACK and LimitSTACK=.
+    @Test func tooSmallAStackIsRefusedBeforeAnyJSONIsRead() async throws {
+        let directory = VigildBinary.temporaryDirectory()
+        TextFile.write(directory + "/deep.json", #"{ "heartbeat": "# + Self.deeplyNested + " }")
+        for (arguments, expected) in [
+            (["check-config", directory + "/deep.json"], 1),
+            (["status", "--runtime-directory", directory + "/run"], 2),
+            (
+                [
+                    "run", "--config", directory + "/deep.json", "--state-directory", directory + "/state",
+                    "--runtime-directory", directory + "/run",
+                ], 1
+            ),
+        ] as [([String], Int32)] {
+            let command = try spawn(stack: 512 * 1024, arguments, directory: directory)
+            let status = try await command.waitForExit()
+            let output = TextFile.read(directory + "/output.log") ?? ""
+            #expect(status == expected, "\(arguments[0]): exit status \(status) (139 is SIGSEGV); said: \(output)")
+            #expect(output.contains("only 512 KiB (RLIMIT_STACK)"), "\(arguments[0]): \(output)")
+            #expect(output.contains("LimitSTACK="), "\(arguments[0]): \(output)")
+        }
+    }
+
+    /// At the stack it asks for, a debug build refuses the deepest configuration with a reason
+    /// (it is no valid configuration), and restores, checkpoints and reloads a state value and a
+    /// configuration nested as deep as the parser allows.
+    @Test func theStackItAsksForParsesTheDeepestFiles() async throws {
+        let directory = VigildBinary.temporaryDirectory()
+        TextFile.write(directory + "/deep.json", #"{ "heartbeat": "# + Self.deeplyNested + " }")
+        let check = try spawn(stack: 1024 * 1024, ["check-config", directory + "/deep.json"], directory: directory)
+        let checked = try await check.waitForExit()
+        let said = TextFile.read(directory + "/output.log") ?? ""
+        #expect(checked == 1, "exit status \(checked) (139 is SIGSEGV); said: \(said)")
+        #expect(said.contains("deep.json:1:"), "\(said)")
+
+        mkdir(directory + "/state", 0o700)
+        TextFile.write(directory + "/state/state.json", #"{ "formatVersion": 1, "deep": "# + Self.deeplyNested + " }")
+        TextFile.write(directory + "/config.json", "{}")
+        let socket = try FakeNotifySocket()
+        let daemon = try spawn(
+            stack: 1024 * 1024,
+            [
+                "run", "--config", directory + "/config.json", "--state-directory", directory + "/state",
+                "--runtime-directory", directory + "/run",
+            ],
+            directory: directory,
+            socket: socket
+        )
+        try await socket.datagrams.wait("READY=1") { $0.contains { $0.lines.contains("READY=1") } }
+        TextFile.write(directory + "/config.json", #"{ "heartbeat": "# + Self.deeplyNested + " }")
+        daemon.send(SIGHUP)
+        try await socket.datagrams.wait("READY=1 after the rejected reload") { datagrams in
+            datagrams.drop { !$0.lines.contains("RELOADING=1") }.contains { $0.lines.contains("READY=1") }
+        }
+        daemon.send(SIGTERM)
+        let status = try await daemon.waitForExit()
+        let output = TextFile.read(directory + "/output.log") ?? ""
+        #expect(status == 0, "exit status \(status) (139 is SIGSEGV); said: \(output)")
+        #expect(output.contains("Reload rejected"), "\(output)")
+        #expect(TextFile.read(directory + "/state/state.json")?.contains("deep") == true, "the state kept its value")
+    }
 }
