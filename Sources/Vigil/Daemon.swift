@@ -245,7 +245,12 @@ extension Daemon {
             let trigger =
                 watch.kind == .pressureFile && !watch.written.isEmpty
                 ? " with the trigger '\(MemoryPressureWatch.text(watch.written))'" : ""
-            logger.info("Watching memory pressure: \(watch.kind.rawValue) \(watch.path)\(trigger)")
+            let unwritten =
+                watch.unwritten.isEmpty
+                ? ""
+                : " (MEMORY_PRESSURE_WRITE's '\(MemoryPressureWatch.text(watch.unwritten))' is not written to a FIFO: "
+                    + "the daemon would read it back as pressure)"
+            logger.info("Watching memory pressure: \(watch.kind.rawValue) \(watch.path)\(trigger)\(unwritten)")
             return watch
         } catch {
             logger.warning(

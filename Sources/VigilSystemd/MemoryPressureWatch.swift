@@ -13,7 +13,8 @@ import VigilPlatform
 ///   its first bytes): opened for writing, the trigger written (`some 200000 2000000`: 200 ms stalled in 2 s), then
 ///   watched for `POLLPRI`. It is never read.
 /// - A FIFO is opened (read-write, so that it never reports a hang-up) and watched for `POLLIN`;
-///   what arrives is read and discarded.
+///   what arrives is read and discarded. `$MEMORY_PRESSURE_WRITE` is not written to it: the
+///   daemon would read its own bytes back as pressure reported (``unwritten`` holds them).
 /// - An `AF_UNIX` stream socket is connected to and watched for `POLLIN`, what arrives
 ///   discarded; when the peer closes, the watch ends.
 /// - `/dev/null` means off.
@@ -38,6 +39,8 @@ package final class MemoryPressureWatch: Sendable {
     package let kind: Kind
     /// The bytes written after opening it (the PSI trigger), decoded from `$MEMORY_PRESSURE_WRITE`.
     package let written: [UInt8]
+    /// `$MEMORY_PRESSURE_WRITE`'s bytes when they were not written: a FIFO's.
+    package let unwritten: [UInt8]
     private let descriptor: Int32
     private let watch: Mutex<DescriptorWatch?>
 
@@ -130,6 +133,8 @@ package final class MemoryPressureWatch: Sendable {
                 detail: problem + "; it was left untouched"
             )
         }
+        let unwritten = kind == .fifo ? bytes : []
+        if kind == .fifo { bytes = [] }
         if !bytes.isEmpty, let failed = FileSystem.writeAll(bytes, to: descriptor) {
             close(descriptor)
             throw SystemError(
@@ -143,6 +148,7 @@ package final class MemoryPressureWatch: Sendable {
         self.path = path
         self.kind = kind
         self.written = bytes
+        self.unwritten = unwritten
         self.descriptor = descriptor
         self.watch = Mutex(nil)
         let watching = Mutex<DescriptorWatch?>(nil)

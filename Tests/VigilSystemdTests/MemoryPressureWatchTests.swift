@@ -40,6 +40,24 @@ import VigilTesting
         #expect(reports.values.count == 2)
     }
 
+    /// A FIFO gets no trigger: written, it came straight back to the daemon's own read end and
+    /// was reported as pressure at start (helper 51). Kept to be named in the start's log line;
+    /// the FIFO still reports what a writer sends.
+    @Test func aFIFOIsNotWrittenTheTrigger() async throws {
+        let path = temporaryDirectory() + "/pressure.fifo"
+        #expect(mkfifo(path, 0o600) == 0)
+        let reports = AsyncRecorder<Int>()
+        let watch = try #require(try MemoryPressureWatch(watch: path, write: Self.triggerBase64) { reports.append(1) })
+        defer { watch.cancel() }
+        #expect(watch.written.isEmpty)
+        #expect(watch.unwritten == Self.trigger)
+        let writer = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC)
+        #expect(writer >= 0)
+        defer { close(writer) }
+        #expect(write(writer, "pressure", 8) == 8)
+        try await reports.wait { $0.count == 1 }
+    }
+
     /// A regular file outside procfs and cgroupfs is no PSI file: refused, and the trigger is not
     /// written over its first bytes (a typo in the unit, or /etc/passwd, kept intact).
     @Test func aRegularFileElsewhereIsRefusedAndLeftUntouched() throws {
