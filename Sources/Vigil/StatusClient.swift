@@ -81,6 +81,13 @@ package struct StatusClient: Sendable {
         if let actual = startTime(pid), let recorded = status.processStartTime, actual != recorded {
             return "\(file) describes pid \(pid), which is no longer running (another process has that pid now)"
         }
+        // With no start time to prove it (a file of an older vigild, or a forged one), the pid
+        // could be any process of the directory's owner: only the holder of the directory's
+        // instance lock is the daemon.
+        if status.processStartTime == nil, !holdsInstanceLock(pid) {
+            return "\(file) names pid \(pid) but not when it started (written by an older daemon, or not by one), "
+                + "and pid \(pid) does not hold the directory's instance.lock: it is not known to be the daemon"
+        }
         // A zombie keeps its pid and its start time until its parent reaps it (a parent that
         // never waits: a script, a test harness; systemd reaps at once).
         if hasExited(pid) {

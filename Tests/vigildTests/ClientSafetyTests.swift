@@ -648,6 +648,32 @@ struct DaemonProofTests {
         #expect(StatusClient.notRunning(first, file: "s", directoryOwner: 0) == "s names pid 0, not a daemon's")
     }
 
+    /// A file that records no start time (an older vigild's, or a forged one) proves nothing
+    /// about its pid: `status` said "running" (exit 0) for any live process of the directory's
+    /// owner it named, pid 1 say (helper 51). Now only the holder of the directory's
+    /// instance.lock counts as the daemon.
+    @Test func statusWithoutAStartTimeTakesOnlyTheLockHolder() {
+        var old = status
+        old.pid = getpid()
+        old.processStartTime = nil
+        let holding = { (holds: Bool) in
+            StatusClient.notRunning(
+                old,
+                file: "s",
+                directoryOwner: getuid(),
+                startTime: { _ in 77 },
+                processOwner: { _ in getuid() },
+                holdsInstanceLock: { _ in holds }
+            )
+        }
+        #expect(holding(true) == nil)
+        #expect(
+            holding(false)
+                == "s names pid \(getpid()) but not when it started (written by an older daemon, or not by one), "
+                + "and pid \(getpid()) does not hold the directory's instance.lock: it is not known to be the daemon"
+        )
+    }
+
     /// A daemon in a PID namespace of its own records pid 1; here it is the lock's one holder,
     /// taken only when that process started at the recorded time.
     @Test func aNamespacedDaemonIsTheLockHolderThatStartedAtTheRecordedTime() throws {
