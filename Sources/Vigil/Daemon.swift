@@ -139,6 +139,11 @@ public struct Daemon: Sendable {
 
     private func runGroup(whenCreated: (ListenerGroup) -> Void) async -> (any Error)? {
         let logger = logging.logger
+        if watchdog == nil,
+            let problem = Watchdog.environmentProblem(environment: { getenv($0).map { String(cString: $0) } })
+        {
+            logger.warning("\(problem)")
+        }
         if let watchdog, let reason = watchdog.tooShort {
             logger.critical("\(identifier) cannot start: \(reason)")
             try? notifier.notify([.status("Cannot start: \(reason)")])

@@ -1,4 +1,5 @@
 import VigilEventLoop
+import VigilPOSIX
 import VigilPlatform
 
 /// systemd's watchdog (`WatchdogSec=`): ping at half the interval, but only when healthy.
@@ -37,6 +38,19 @@ package struct Watchdog: Sendable {
             else { return nil }
         }
         self.init(microseconds: usec)
+    }
+
+    /// Why `WATCHDOG_USEC` or `WATCHDOG_PID` turned the watchdog off although set, or `nil`: a
+    /// value that is not what systemd writes (decimal digits) says nothing, and the daemon would
+    /// run without the watchdog the unit asked for, without a word. A `WATCHDOG_PID` naming
+    /// another process is no problem: the watchdog is that one's.
+    package static func environmentProblem(environment: (String) -> String?) -> String? {
+        for variable in ["WATCHDOG_USEC", "WATCHDOG_PID"] {
+            guard let text = environment(variable), decimal(text) == nil else { continue }
+            return "\(variable)=\(DisplayText.quoted(text)) is not a decimal number (systemd writes digits only): "
+                + "the watchdog is off. Fix or unset \(variable) in the environment that started the daemon"
+        }
+        return nil
     }
 
     /// `text` as an unsigned decimal number: digits only, `nil` when it overflows `UInt64` (also

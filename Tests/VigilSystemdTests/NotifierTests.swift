@@ -391,4 +391,23 @@ struct WatchdogEnvironmentTests {
     func anotherOrInvalidPid(pid: String) {
         #expect(Self.watchdog("4000000", pid: pid) == nil)
     }
+
+    /// Off because a value is not what systemd writes: said, where it was silent (helper 51:
+    /// `+10000`, `' 10000'`, `abc` ran without the watchdog and without a word). Off on purpose
+    /// (unset, 0, infinity, another pid's) says nothing.
+    @Test func aGarbledValueIsNamed() {
+        func problem(_ usec: String?, pid: String? = nil) -> String? {
+            Watchdog.environmentProblem(environment: { ["WATCHDOG_USEC": usec, "WATCHDOG_PID": pid][$0] ?? nil })
+        }
+        #expect(
+            problem("+10000")
+                == "WATCHDOG_USEC=\"+10000\" is not a decimal number (systemd writes digits only): the watchdog is off. "
+                + "Fix or unset WATCHDOG_USEC in the environment that started the daemon"
+        )
+        #expect(problem(" 10000")?.hasPrefix("WATCHDOG_USEC=\" 10000\" is not") == true)
+        #expect(problem("99999999999999999999999999") != nil, "beyond 2^64 - 1")
+        #expect(problem("4000000", pid: "4242x")?.hasPrefix("WATCHDOG_PID=\"4242x\" is not") == true)
+        for quiet in [nil, "0", "18446744073709551615", "4000000"] { #expect(problem(quiet) == nil) }
+        #expect(problem("4000000", pid: "4243") == nil, "another process's watchdog")
+    }
 }
