@@ -171,7 +171,9 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
                 return 1
             }
             EventLoopExecutor.openMissingStandardDescriptors()
-            if let shortage = Self.descriptorShortage(environment: environment) {
+            if let shortage = Self.descriptorShortage(environment: environment)
+                ?? Self.inheritedDescriptorShortage(environment: environment)
+            {
                 output.error("\(name): cannot start: \(shortage)")
                 return 1
             }
@@ -289,6 +291,47 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
             + (watchesMemoryPressure(environment) ? ", the memory-pressure watch" : "")
             + "; with fewer, opening them fails with EMFILE (Too many open files). Raise LimitNOFILE= in the unit "
             + "(or ulimit -n) to \(needed) or more"
+    }
+
+    /// Why `run` cannot start with the descriptors that are free below `RLIMIT_NOFILE`, or
+    /// `nil`: the limit may be enough (``descriptorShortage(environment:)``) while descriptors
+    /// the process inherited (a shell's, a supervisor's) take the slots it counts on, and a
+    /// start that passed the first check failed later with `EMFILE` (helper 51: three inherited
+    /// descriptors at a limit of 13). `open` lists the open descriptors (`/proc/self/fd`).
+    package static func inheritedDescriptorShortage(
+        environment: CommandEnvironment,
+        open: () -> [Int32]? = openDescriptors
+    ) -> String? {
+        var limit = rlimit()
+        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < rlim_t(Int32.max),
+            let open = open()
+        else { return nil }
+        let below = open.filter { $0 >= 0 && rlim_t($0) < limit.rlim_cur }
+        // Open already, and counted in what it needs: stdin, stdout, stderr and, when the
+        // daemon runs on it, the event loop's own.
+        let own = 3 + (EventLoopExecutor.isInstalled ? EventLoopExecutor.loopDescriptors : 0)
+        let needed = descriptorsNeeded(environment: environment)
+        let inherited = below.count - own
+        guard inherited > 0, Int(limit.rlim_cur) - below.count < needed - own else { return nil }
+        let shown = below.filter { $0 > 2 }.prefix(8).map(String.init).joined(separator: ", ")
+        return "it may open \(limit.rlim_cur) descriptors (RLIMIT_NOFILE) and needs \(needed), but \(below.count) "
+            + "are open already (\(shown)\(below.count - 3 > 8 ? ", …" : "")), \(inherited) more than its own: "
+            + "with \(Int(limit.rlim_cur) - below.count) free, opening what it needs would fail with EMFILE. Close "
+            + "the descriptors it inherits (whatever started it left them open), or raise LimitNOFILE= (ulimit -n) to "
+            + "\(needed + inherited) or more"
+    }
+
+    /// The process's open descriptors, from `/proc/self/fd` (the one the listing uses left
+    /// out); `nil` when it cannot be read.
+    package static func openDescriptors() -> [Int32]? {
+        guard let directory = opendir("/proc/self/fd") else { return nil }
+        defer { closedir(directory) }
+        let own = dirfd(directory)
+        var result: [Int32] = []
+        while let entry = readdir(directory) {
+            if let number = Int32(FileSystem.entryName(entry)), number != own { result.append(number) }
+        }
+        return result
     }
 
     /// The least stack a command that reads JSON needs: the configuration, state and status

@@ -56,6 +56,32 @@ import VigilTesting
         #expect(!socket.datagrams.values.contains { $0.lines.contains("READY=1") })
     }
 
+    /// Descriptors the process inherited take slots below the limit: at the minimum limit with
+    /// three of them open, the start passed the limit's check and failed later, halfway, with
+    /// EMFILE (helper 51). Now it fails first, counting them.
+    @Test func inheritedDescriptorsAreCountedAgainstTheLimit() async throws {
+        let socket = try FakeNotifySocket()
+        let directory = VigildBinary.temporaryDirectory()
+        let daemon = try DaemonProcess(
+            executable: "/bin/bash",
+            arguments: [
+                "-c",
+                Self.closingInherited + #"exec 5</dev/null 6</dev/null 7</dev/null; "#
+                    + #"exec /usr/bin/prlimit --nofile="$1" -- "$0" "${@:2}""#,
+                VigildBinary.path, "\(Self.minimumDescriptors)", "run", "--state-directory", directory + "/state",
+                "--runtime-directory", directory + "/run",
+            ],
+            environment: ["NOTIFY_SOCKET": socket.path, "SYSTEMD_EXEC_PID": "1"],
+            outputPath: directory + "/output.log"
+        )
+        let status = try await daemon.waitForExit()
+        let output = TextFile.read(directory + "/output.log") ?? ""
+        #expect(status == 1, "said: \(output)")
+        #expect(output.contains("cannot start: it may open \(Self.minimumDescriptors) descriptors"), "\(output)")
+        #expect(output.contains("3 more than its own"), "\(output)")
+        #expect(!output.contains("Too many open files"), "refused before anything failed: \(output)")
+    }
+
     /// At the minimum, vigild starts, reloads and stops as usual.
     @Test func theMinimumIsEnoughToStartReloadAndStop() async throws {
         let socket = try FakeNotifySocket()
