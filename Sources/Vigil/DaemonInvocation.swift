@@ -155,7 +155,13 @@ package enum DaemonInvocation: Equatable, Sendable {
             }
             var timeout = 90.0
             if let text = values["--timeout"] {
-                guard let value = Double(text), value.isFinite, value >= ReloadClient.minimumTimeout,
+                // Decimal only: Double(_:) also reads "0x10" (16), "1e1" and "inf".
+                let decimal =
+                    text.utf8.allSatisfy {
+                        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || $0 == UInt8(ascii: ".")
+                    }
+                    && text.utf8.contains { $0 != UInt8(ascii: ".") }
+                guard decimal, let value = Double(text), value.isFinite, value >= ReloadClient.minimumTimeout,
                     value <= ReloadClient.maximumTimeout
                 else {
                     throw UsageError(
