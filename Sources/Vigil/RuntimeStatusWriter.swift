@@ -292,8 +292,16 @@ public final class RuntimeStatusWriter: LifecycleObserver {
                 if !state.failing {
                     state.failing = true
                     let file = directory.path(of: RuntimeStatus.fileName)
+                    let likely =
+                        switch (error as? any ErrnoRepresentable)?.errno {
+                        case ENOSPC?, EDQUOT?: "/run is full: free space there"
+                        case EMFILE?, ENFILE?: "no descriptor was left: raise LimitNOFILE="
+                        case EFBIG?: "a file-size limit (LimitFSIZE=, ulimit -f) refused it"
+                        case EISDIR?, EEXIST?, ENOTEMPTY?: "something was planted at status.json.tmp: remove it"
+                        default: "check the runtime directory"
+                        }
                     state.logger?.error(
-                        "Cannot write the runtime status file \(file): \(error); 'status' shows stale data and 'reload' reports no answer until it can (a full /run, a directory planted at status.json.tmp?)"
+                        "Cannot write the runtime status file \(file): \(error); 'status' shows stale data and 'reload' reports no answer until it can (\(likely))"
                     )
                 }
             }

@@ -270,7 +270,13 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
         } catch {
             // The marker stays: the next start reports this run as unclean, which it was.
             gaveUp.store(true, ordering: .releasing)
-            throw FinalCheckpointError(path: path, cause: error, lost: store.unsavedSummary)
+            var info = stat()
+            throw FinalCheckpointError(
+                path: path,
+                cause: error,
+                lost: store.unsavedSummary,
+                previousKept: lstat(path, &info) == 0
+            )
         }
     }
 }
@@ -288,11 +294,14 @@ package struct FinalCheckpointError: Error, CustomStringConvertible, ErrnoRepres
     package let cause: any Error
     /// What is lost, e.g. "changes to heartbeat since the checkpoint of 12 s ago".
     package let lost: String
+    /// Whether a file from an earlier checkpoint is there to keep what it held.
+    package let previousKept: Bool
 
-    package init(path: String, cause: any Error, lost: String) {
+    package init(path: String, cause: any Error, lost: String, previousKept: Bool = true) {
         self.path = path
         self.cause = cause
         self.lost = lost
+        self.previousKept = previousKept
     }
 
     /// A state too large for the file: no file system is to blame, and none can help.
@@ -301,9 +310,19 @@ package struct FinalCheckpointError: Error, CustomStringConvertible, ErrnoRepres
     package var errno: Int32 { tooLarge ? EFBIG : (cause as? any ErrnoRepresentable)?.errno ?? EIO }
 
     package var description: String {
-        "the final checkpoint to \(path) failed (\(cause)); lost: \(lost). The file still holds the previous checkpoint"
-            + (tooLarge || cause is CheckpointTextTooSlow
-                ? "." : "; free space or fix the directory before the next start.")
+        let kept = previousKept ? "The file still holds the previous checkpoint" : "No earlier checkpoint was on disk"
+        guard !tooLarge, !(cause is CheckpointTextTooSlow) else {
+            return "the final checkpoint to \(path) failed (\(cause)); lost: \(lost). \(kept)."
+        }
+        let advice =
+            switch errno {
+            case ENOSPC, EDQUOT: "free space on its file system"
+            case EMFILE, ENFILE: "raise LimitNOFILE= (the daemon had no descriptor left to write it)"
+            case EACCES, EPERM, EROFS: "make the directory writable by the daemon"
+            default: "fix the directory or its file system"
+            }
+        return
+            "the final checkpoint to \(path) failed (\(cause)); lost: \(lost). \(kept); \(advice) before the next start."
     }
 }
 

@@ -487,6 +487,24 @@ struct PortListener: Listener {
             lost: "nothing"
         )
         #expect(disk.errno == ENOSPC)
-        #expect(disk.description.hasSuffix("free space or fix the directory before the next start."))
+        #expect(
+            disk.description.hasSuffix(
+                "The file still holds the previous checkpoint; free space on its file system before the next start."
+            )
+        )
+        // No earlier file, and no descriptor left (helper 51): said as it is, not as a full disk.
+        let descriptors = FinalCheckpointError(
+            path: "/s/state.json",
+            cause: SystemError(path: "/s/state.json.tmp", operation: "open", errno: EMFILE),
+            lost: "count = 1 (on disk: absent)",
+            previousKept: false
+        )
+        #expect(
+            descriptors.description.hasSuffix(
+                "lost: count = 1 (on disk: absent). No earlier checkpoint was on disk; raise LimitNOFILE= (the daemon "
+                    + "had no descriptor left to write it) before the next start."
+            ),
+            "\(descriptors)"
+        )
     }
 }

@@ -156,6 +156,11 @@ import VigilTesting
                 "Cannot write the runtime status file \(scratch.path)/status.json: "
             ) == true
         )
+        #expect(
+            errors.first?.message.description.hasSuffix("(something was planted at status.json.tmp: remove it)")
+                == true,
+            "the advice follows the errno: \(errors)"
+        )
         #expect(scratch.status == nil)
         unlink(planted + "/x")
         rmdir(planted)
