@@ -17,10 +17,13 @@ extension ChildProcess {
     /// let ended = try await Task { try await job.termination() }.value
     /// ```
     ///
+    /// It may be awaited by several tasks at once, and again later: the child is reaped once,
+    /// and each wait answers how it ended.
+    ///
     /// - Throws: `CancellationError` when the task is cancelled first (the child runs on and is
-    ///   not reaped: signal it and wait again, as above); `SystemError` when the child was reaped
-    ///   already (`ECHILD`), the kernel has no pidfds (`ENOSYS`: Linux before 5.3), or no
-    ///   descriptor is left to watch it (`EMFILE`).
+    ///   not reaped: signal it and wait again, as above); `SystemError` when something else
+    ///   reaped the child (`ECHILD`: a `waitpid` of the daemon's own), the kernel has no pidfds
+    ///   (`ENOSYS`: Linux before 5.3), or no descriptor is left to watch it (`EMFILE`).
     ///
     /// The corresponding C functions are `pidfd_open` and `waitpid`.
     public func termination() async throws -> Termination {

@@ -1,3 +1,4 @@
+import Synchronization
 import VigilPlatform
 
 /// A process a daemon starts (a job, a hook script) with a clean signal state and without the
@@ -42,8 +43,24 @@ public struct ChildProcess: Sendable, Hashable {
     /// The child's pid.
     public let pid: Int32
 
+    /// How the child ended, once reaped: shared by every copy of this value, so that the
+    /// child is reaped once and every later wait answers from here (its pid may belong to
+    /// another child by then, which a second `waitpid` would reap in its place).
+    private let reaped: Reaped
+
+    private final class Reaped: Sendable {
+        let termination = Mutex<Termination?>(nil)
+    }
+
     /// A child this process started otherwise (tests wait for one with ``wait()``).
-    package init(pid: Int32) { self.pid = pid }
+    package init(pid: Int32) {
+        self.pid = pid
+        reaped = Reaped()
+    }
+
+    public static func == (lhs: ChildProcess, rhs: ChildProcess) -> Bool { lhs.pid == rhs.pid }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(pid) }
 
     /// How a child ended.
     public enum Termination: Sendable, Hashable, CustomStringConvertible {
@@ -168,7 +185,11 @@ public struct ChildProcess: Sendable, Hashable {
     ///   would stop the daemon's signals and watchdog with it, on Swift concurrency's pool it
     ///   holds one of its few threads. In async code, await `termination()` (VigilEventLoop).
     ///
-    /// - Throws: ``SystemError`` (`ECHILD` when the child was reaped already).
+    /// It may be called again, and `termination()` too: once the child was reaped, each
+    /// answers how it ended.
+    ///
+    /// - Throws: ``SystemError`` (`ECHILD` when something else reaped the child: a
+    ///   `waitpid(-1, …)` of the daemon's own, say).
     ///
     /// The corresponding C function is `waitpid`.
     public func wait() throws(SystemError) -> Termination {
@@ -210,8 +231,33 @@ public struct ChildProcess: Sendable, Hashable {
         try reap(blocking: false)
     }
 
-    /// `waitpid`, retrying `EINTR`: how the child ended, or `nil` while it runs (non-blocking).
+    /// How the child ended, or `nil` while it runs (non-blocking): from ``reaped`` once it was
+    /// reaped, else from `waitpid`, retrying `EINTR`. The non-blocking `waitpid` runs under the
+    /// record's lock, so two tasks that wait at once both get the answer; a blocking one cannot
+    /// (it would hold the lock while the child runs), so on `ECHILD` it looks again.
     private func reap(blocking: Bool) throws(SystemError) -> Termination? {
+        if blocking {
+            if let ended = reaped.termination.withLock({ $0 }) { return ended }
+            do {
+                let ended = try Self.waitForChild(pid, blocking: true)
+                return reaped.termination.withLock { stored in
+                    if stored == nil { stored = ended }
+                    return stored
+                }
+            } catch {
+                if error.errno == ECHILD, let ended = reaped.termination.withLock({ $0 }) { return ended }
+                throw error
+            }
+        }
+        return try reaped.termination.withLock { stored throws(SystemError) -> Termination? in
+            if let stored { return stored }
+            stored = try Self.waitForChild(pid, blocking: false)
+            return stored
+        }
+    }
+
+    /// `waitpid(pid)`, retrying `EINTR`: how it ended, or `nil` while it runs (non-blocking).
+    private static func waitForChild(_ pid: Int32, blocking: Bool) throws(SystemError) -> Termination? {
         var status: Int32 = 0
         let reaped = SystemCall.retrying32(.waitpid, .unspecified) { waitpid(pid, &status, blocking ? 0 : WNOHANG) }
         guard reaped >= 0 else {
