@@ -61,6 +61,16 @@ public final class ListenerContext: Sendable {
     /// that times its own work against its budget (``ServiceListener``) waits on it.
     package var clock: LoopClock { core.clock }
 
+    /// Sleeps for `duration` on the daemon's clock: the event loop's timer in a daemon (as
+    /// `EventLoopExecutor.sleep(for:)`), a `TestClock`'s time under the test kit's
+    /// `withRunningDaemon(clock:)`, so that a test advances a listener's own delays (a restart
+    /// after a pause, a retry) as it advances the budgets.
+    ///
+    /// - Throws: `CancellationError` when the task is cancelled first.
+    public func sleep(for duration: Duration) async throws {
+        try await core.clock.sleep(for: duration)
+    }
+
     /// The configuration generation in force: 1 at start, +1 per applied reload.
     public var generation: Int { core.generation }
 

@@ -250,6 +250,26 @@ private final class SlowReloadListener: Listener {
         }
     }
 
+    /// A listener's own delay on the daemon's clock: a test advances it as it advances the
+    /// budgets (a supervisor's restart delay could not be: it slept on the event loop's timer,
+    /// helper 52).
+    @Test func aListenersSleepFollowsTheTestClock() async throws {
+        let log = AsyncRecorder<String>()
+        let clock = TestClock()
+        let listener = ServiceListener(name: "restarter") { ready in
+            ready()
+            try await ready.context.sleep(for: .seconds(5))
+            log.append("slept")
+            _ = try await ready.waitForStop()
+        }
+        try await withRunningDaemon(listeners: [listener], clock: clock) { _ in
+            try await clock.waitForSleep(until: .seconds(5))
+            #expect(log.values.isEmpty)
+            clock.advance(by: .seconds(5))
+            try await log.wait { $0 == ["slept"] }
+        }
+    }
+
     /// Started outside any daemon, stopped, then started from a hook: the daemon's clock.
     @Test func aTaskFirstScheduledOutsideADaemonTakesTheDaemonsClockWhenStartedAgain() async throws {
         let ticks = AsyncRecorder<String>()
