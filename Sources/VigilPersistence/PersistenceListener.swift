@@ -72,7 +72,12 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
     }
 
     /// The start's file work, on the helper thread: everything that touches the state directory.
-    private static func open(path: String, marker: ShutdownMarker) -> Result<Opened, any Error> {
+    /// The state file's size once the open read it; -1 before.
+    private final class ReadSize: Sendable {
+        let bytes = Atomic<Int>(-1)
+    }
+
+    private static func open(path: String, marker: ShutdownMarker, read: ReadSize) -> Result<Opened, any Error> {
         Result {
             let directory = FileSystem.parent(of: path)
             // The path rule before anything is made, and for each directory made on the way (as
@@ -81,7 +86,7 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
             try DirectoryPathRule.create(directory, role: .state)
             try StateStore.checkOwnership(of: directory)
             let existed = !FileSystem.isAbsent(path)
-            let store = try StateStore(path: path)
+            let store = try StateStore(path: path, read: { read.bytes.store($0, ordering: .releasing) })
             let previous = try marker.beginReading(dataExisted: existed)
             return Opened(store: store, previous: previous)
         }
@@ -142,6 +147,9 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
     public func start(context: ListenerContext) async throws {
         let deadline = min(fileTimeout, Self.deadline(within: context.budgets(for: name).start))
         let (path, marker) = (path, marker)
+        // The file's size once it was read (-1 before): a deadline missed after that is the
+        // parse's, not the file system's.
+        let read = ReadSize()
         let opened: Opened
         // Not cancellable: a stop requested during start-up waits for the open (within its
         // deadline), so that what it began (the unclean-shutdown marker) is ended by terminate.
@@ -150,15 +158,20 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
         switch await BlockingWorker.shared.run(
             deadline: deadline,
             cancellable: false,
-            { Self.open(path: path, marker: marker) }
+            { Self.open(path: path, marker: marker, read: read) }
         ) {
         case .finished(let result): opened = try result.get()
         case .timedOut:
+            let size = read.bytes.load(ordering: .acquiring)
             throw SystemError(
                 path: path,
                 operation: "open the state file",
                 errno: ETIMEDOUT,
-                detail: "the file system did not answer in \(deadline.formatted) (a hung mount?)"
+                detail: size < 0
+                    ? "the file system did not answer in \(deadline.formatted) (a hung mount?)"
+                    : "its \(FileSystem.describeSize(size)) were read, but parsing them took more than "
+                        + "\(deadline.formatted) (a very large state, or a machine short of CPU: store less in it; "
+                        + "a daemon can give PersistenceListener a longer fileTimeout)"
             )
         case .cancelled:
             throw SystemError(path: path, operation: "open the state file", errno: ECANCELED)

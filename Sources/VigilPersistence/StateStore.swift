@@ -194,13 +194,21 @@ public final class StateStore: Sendable {
     /// - Throws: ``StateStoreError/Code/newerFormat`` for a file from a newer, incompatible version; ``StateStoreError/Code/unreadable``,
     ///   leaving the file as it is, when reading failed for a reason that passes (`EAGAIN`:
     ///   another process holds a lease or lock on it; `EIO`, `EMFILE`, `ENFILE`, `ENOMEM`).
-    public init(path: String) throws {
+    public convenience init(path: String) throws {
+        try self.init(path: path, read: { _ in })
+    }
+
+    /// ``init(path:)``, calling `read` with the file's size once its bytes are in (before they
+    /// are parsed): whoever waits for the open can tell a file system that does not answer from
+    /// a large state that takes its time to parse.
+    package init(path: String, read: (Int) -> Void) throws {
         self.path = path
         try FileSystem.remove(FileSystem.temporaryName(for: path))
         var restored = Restored(movedAside: nil, problem: nil, keys: 0)
         var problem: String?
         do {
             let bytes = try FileSystem.read(path, limit: FileSystem.stateLimit, followSymlinks: false)
+            read(bytes.count)
             let contents = try Self.parse(bytes)
             // Written back, a file can grow: each character the writer escapes (DEL, C1 controls,
             // U+2028, bidirectional controls, `\b`) takes six bytes, at most six times what the

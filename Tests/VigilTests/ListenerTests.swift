@@ -279,6 +279,27 @@ struct PortListener: Listener {
         #expect(access(path + ".running", F_OK) == 0, "the marker stays: the stop was not clean for the state")
     }
 
+    /// A state that takes longer to parse than the start's file deadline fails the start
+    /// saying so: it said "the file system did not answer … (a hung mount?)", of a file read
+    /// in milliseconds (a 16 MiB state under a debug build).
+    @Test func aStateTooSlowToParseIsNotBlamedOnTheFileSystem() async throws {
+        let path = temporaryDirectory() + "/state.json"
+        // 4 MiB of small numbers: read in milliseconds, parsed in far more than 150 ms here.
+        let values = [String](repeating: "0", count: 2 << 20).joined(separator: ",")
+        writeFile(path, #"{ "formatVersion": 1, "numbers": ["# + values + "] }")
+        let listener = PersistenceListener<SampleConfiguration>(path: path, fileTimeout: .milliseconds(150)) { _ in
+            .zero
+        }
+        let error = await #expect(throws: ListenerGroupError.self) {
+            try await withRunningDaemon(
+                listeners: [ConfigurationListener<SampleConfiguration>(source: .embeddedDefault), listener]
+            ) { _ in }
+        }
+        let message = error?.message ?? ""
+        #expect(message.contains("were read, but parsing them took more than 150 ms"), "\(message)")
+        #expect(!message.contains("did not answer"), "\(message)")
+    }
+
     @Test func periodicCheckpointsWriteOnlyWhenSomethingChanged() async throws {
         let path = temporaryDirectory() + "/state.json"
         let clock = TestClock()
