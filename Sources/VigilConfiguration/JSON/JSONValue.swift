@@ -29,15 +29,31 @@ package struct JSONValue: Sendable, Hashable {
     }
 
     /// A 1-based line and column; zero when the value was not parsed from text.
+    ///
+    /// Stored in 32 bits each (a file the parser takes is at most 16 MiB, so neither comes near
+    /// 2^32): every value and key of a parsed file carries one, and a state file of small
+    /// values is mostly values, each 32 bytes where two `Int`s made it 40.
     package struct Position: Sendable, Hashable {
-        package var line: Int
-        package var column: Int
+        private var storedLine: UInt32
+        private var storedColumn: UInt32
         package static let none = Position(line: 0, column: 0)
 
-        package init(line: Int, column: Int) {
-            self.line = line
-            self.column = column
+        package var line: Int {
+            get { Int(storedLine) }
+            set { storedLine = Self.clamped(newValue) }
         }
+
+        package var column: Int {
+            get { Int(storedColumn) }
+            set { storedColumn = Self.clamped(newValue) }
+        }
+
+        package init(line: Int, column: Int) {
+            storedLine = Self.clamped(line)
+            storedColumn = Self.clamped(column)
+        }
+
+        private static func clamped(_ value: Int) -> UInt32 { UInt32(clamping: value) }
     }
 
     package var kind: Kind
