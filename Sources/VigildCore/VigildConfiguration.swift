@@ -19,7 +19,7 @@ import Vigil
 /// | --- | --- |
 /// | `logLevel` | one of `trace`, `debug`, `info`, `notice`, `warning`, `error`, `critical` |
 /// | `heartbeat.interval` | `0` (no heartbeat) or 0.1 … 86400 seconds |
-/// | `heartbeat.message` | 1 … 1024 bytes of UTF-8, no control characters |
+/// | `heartbeat.message` | 1 … 1024 bytes of UTF-8, no control characters, at least one visible character |
 /// | `persistence.checkpointInterval` | `0` (only on `SIGUSR1` and at stop) or 0.1 … 86400 seconds |
 ///
 /// NaN, infinities, negative numbers, `-0` and values between 0 and 0.1 (`1e-9`, say) are
@@ -108,6 +108,19 @@ package struct VigildConfiguration: ValidatedConfiguration {
                 ["heartbeat", "message"],
                 "must not contain control characters such as line breaks, tabs or escapes, "
                     + "nor bidirectional overrides (U+202A–U+202E, U+2066–U+2069) "
+                    + "(found \(DisplayText.quoted(heartbeat.message)))"
+            )
+        }
+        // Spaces and invisible format characters alone (U+200B, U+FEFF, the direction marks)
+        // would log a heartbeat that shows nothing.
+        guard
+            heartbeat.message.unicodeScalars.contains(where: {
+                !$0.properties.isWhitespace && $0.properties.generalCategory != .format
+            })
+        else {
+            throw InvalidValue(
+                ["heartbeat", "message"],
+                "must hold a visible character, not only spaces or invisible characters such as U+200B "
                     + "(found \(DisplayText.quoted(heartbeat.message)))"
             )
         }

@@ -60,6 +60,17 @@ import VigildCore
             reason(#"{"heartbeat": {"message": "a\nPRIORITY=0"}}"#)
                 == #"heartbeat.message: must not contain control characters such as line breaks, tabs or escapes, nor bidirectional overrides (U+202A–U+202E, U+2066–U+2069) (found "a\nPRIORITY=0")"#
         )
+        // Nothing visible: a heartbeat that logs an empty-looking line (helper 51).
+        for invisible in [" ", #"\u200B"#, #"\uFEFF\u200E"#, #"\u061C \u200F"#] {
+            #expect(
+                reason(#"{"heartbeat": {"message": "\#(invisible)"}}"#)?.hasPrefix(
+                    "heartbeat.message: must hold a visible character"
+                ) == true,
+                "\(invisible)"
+            )
+        }
+        #expect(reason(#"{"heartbeat": {"message": "\u200Balive"}}"#) == nil)
+        #expect(reason(#"{"heartbeat": {"message": "ok ✓"}}"#) == nil)
     }
 
     @Test func aLongLogLevelGivesAShortEscapedError() {
