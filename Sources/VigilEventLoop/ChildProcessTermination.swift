@@ -36,6 +36,9 @@ extension ChildProcess {
                 throw SystemError(path: "pid \(pid)", operation: "watch (pidfd_open)", errno: -descriptor)
             }
             defer { close(descriptor) }
+            // Another waiter may have reaped the child between the two calls, and the pid gone
+            // to another process, whose descriptor this would be: the record says so first.
+            if let ended = try reapIfEnded() { return ended }
             let ended: Bool
             do {
                 ended = try await DescriptorWatch.readable(descriptor)

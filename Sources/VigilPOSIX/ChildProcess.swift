@@ -193,8 +193,12 @@ public struct ChildProcess: Sendable, Hashable {
     ///
     /// The corresponding C function is `waitpid`.
     public func wait() throws(SystemError) -> Termination {
-        // With a blocking waitpid, nil never comes back.
-        try reap(blocking: true)!
+        // After waitid reported the end, the reap finds it; nil would mean another process
+        // took the pid between the two calls, which only a reap elsewhere allows.
+        guard let ended = try reap(blocking: true) else {
+            throw SystemError(path: "pid \(pid)", operation: "wait for", errno: ECHILD)
+        }
+        return ended
     }
 
     /// Sends `signal` to the child, or with `toProcessGroup` to its process group (the child's
@@ -232,34 +236,34 @@ public struct ChildProcess: Sendable, Hashable {
     }
 
     /// How the child ended, or `nil` while it runs (non-blocking): from ``reaped`` once it was
-    /// reaped, else from `waitpid`, retrying `EINTR`. The non-blocking `waitpid` runs under the
-    /// record's lock, so two tasks that wait at once both get the answer; a blocking one cannot
-    /// (it would hold the lock while the child runs), so on `ECHILD` it looks again.
+    /// reaped, else from a `waitpid` under the record's lock, retrying `EINTR`, so that the
+    /// child is reaped once and every waiter gets the answer. A blocking wait first waits for
+    /// the end without reaping (`waitid` with `WNOWAIT`), then reaps as a non-blocking one does:
+    /// it never reaps outside the lock, where it could race another waiter, or take a child
+    /// that was given the pid after another waiter reaped this one.
     private func reap(blocking: Bool) throws(SystemError) -> Termination? {
-        if blocking {
-            if let ended = reaped.termination.withLock({ $0 }) { return ended }
-            do {
-                let ended = try Self.waitForChild(pid, blocking: true)
-                return reaped.termination.withLock { stored in
-                    if stored == nil { stored = ended }
-                    return stored
-                }
-            } catch {
-                if error.errno == ECHILD, let ended = reaped.termination.withLock({ $0 }) { return ended }
-                throw error
+        if blocking, reaped.termination.withLock({ $0 }) == nil {
+            var info = siginfo_t()
+            let waited = SystemCall.retrying32(.waitid, .unspecified) {
+                waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT)
+            }
+            if waited < 0 {
+                let failure = errno
+                if let ended = reaped.termination.withLock({ $0 }) { return ended }
+                throw SystemError(path: "pid \(pid)", operation: "wait for", errno: failure)
             }
         }
         return try reaped.termination.withLock { stored throws(SystemError) -> Termination? in
             if let stored { return stored }
-            stored = try Self.waitForChild(pid, blocking: false)
+            stored = try Self.waitForChild(pid)
             return stored
         }
     }
 
-    /// `waitpid(pid)`, retrying `EINTR`: how it ended, or `nil` while it runs (non-blocking).
-    private static func waitForChild(_ pid: Int32, blocking: Bool) throws(SystemError) -> Termination? {
+    /// `waitpid(pid, WNOHANG)`, retrying `EINTR`: how it ended, or `nil` while it runs.
+    private static func waitForChild(_ pid: Int32) throws(SystemError) -> Termination? {
         var status: Int32 = 0
-        let reaped = SystemCall.retrying32(.waitpid, .unspecified) { waitpid(pid, &status, blocking ? 0 : WNOHANG) }
+        let reaped = SystemCall.retrying32(.waitpid, .unspecified) { waitpid(pid, &status, WNOHANG) }
         guard reaped >= 0 else {
             throw SystemError(path: "pid \(pid)", operation: "wait for", errno: errno)
         }

@@ -109,6 +109,18 @@ import VigilTesting
         #expect(try child.wait() == .killed(by: SIGTERM))
     }
 
+    /// A blocking `wait()` racing `termination()`: the blocking one reaped outside the record's
+    /// lock, and the other got ECHILD in between (a reviewer's test: 42 of 300 runs). It now
+    /// waits without reaping (`waitid` with `WNOWAIT`) and reaps under the lock.
+    @Test func aBlockingWaitRacingTerminationBothHearTheEnd() async throws {
+        for _ in 0..<100 {
+            let child = try ChildProcess.spawn("/bin/sh", arguments: ["-c", "exit 7"])
+            let blocking = Task.detached { try child.wait() }
+            #expect(try await child.termination() == .exited(7))
+            #expect(try await blocking.value == .exited(7))
+        }
+    }
+
     /// A child that something else reaped (a `waitpid` of the daemon's own) is an error, as
     /// before: nothing here knows how it ended.
     @Test func aChildReapedElsewhereIsECHILD() throws {
