@@ -258,7 +258,8 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
     /// The fewest descriptors `run` works with: stdin, stdout and stderr, the event loop's
     /// (``EventLoopExecutor``), the runtime directory, the one file being read or written at a
     /// time, the instance locks of the runtime and state directories, and the notify and journal
-    /// sockets when systemd gives them, and `BARRIER=1`'s socket pair at exit (14 under the unit).
+    /// sockets when systemd gives them, and `BARRIER=1`'s socket pair at exit (14 under the unit),
+    /// and the descriptors systemd passed (`LISTEN_FDS`).
     package static func descriptorsNeeded(environment: CommandEnvironment) -> Int {
         3 + EventLoopExecutor.loopDescriptors + 2 + instanceLocks
             // The notify socket, and at exit one more for BARRIER=1's socket pair (the other
@@ -266,6 +267,7 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
             + (environment.variable("NOTIFY_SOCKET") == nil ? 0 : 2)
             + (environment.variable("JOURNAL_STREAM") == nil ? 0 : 1)
             + (watchesMemoryPressure(environment) ? 1 : 0)
+            + passedDescriptors(environment)
     }
 
     /// Whether systemd hands the daemon a memory-pressure source to watch (one more descriptor).
@@ -289,6 +291,9 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
                 ? "" : ", the notify socket and the BARRIER=1 socket pair at exit")
             + (environment.variable("JOURNAL_STREAM") == nil ? "" : ", the journal socket")
             + (watchesMemoryPressure(environment) ? ", the memory-pressure watch" : "")
+            + (passedDescriptors(environment) == 0
+                ? ""
+                : ", the \(passedDescriptors(environment)) systemd passed (LISTEN_FDS: sockets, stored descriptors)")
             + "; with fewer, opening them fails with EMFILE (Too many open files). Raise LimitNOFILE= in the unit "
             + "(or ulimit -n) to \(needed) or more"
     }
@@ -300,31 +305,56 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
     /// descriptors at a limit of 13). `open` lists the open descriptors (`/proc/self/fd`).
     package static func inheritedDescriptorShortage(
         environment: CommandEnvironment,
-        open: () -> [Int32]? = openDescriptors
+        open: () throws(SystemError) -> [Int32] = openDescriptors
     ) -> String? {
         var limit = rlimit()
-        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < rlim_t(Int32.max),
-            let open = open()
+        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < rlim_t(Int32.max)
         else { return nil }
-        let below = open.filter { $0 >= 0 && rlim_t($0) < limit.rlim_cur }
-        // Open already, and counted in what it needs: stdin, stdout, stderr and, when the
-        // daemon runs on it, the event loop's own.
-        let own = 3 + (EventLoopExecutor.isInstalled ? EventLoopExecutor.loopDescriptors : 0)
+        let listed: [Int32]
+        do {
+            listed = try open()
+        } catch  where error.errno == EMFILE || error.errno == ENFILE {
+            // Listing them takes a descriptor too: none was free.
+            return "it may open \(limit.rlim_cur) descriptors (RLIMIT_NOFILE) and every one is open already: "
+                + "opening what it needs would fail with EMFILE. Close the descriptors it inherits (whatever "
+                + "started it left them open), or raise LimitNOFILE= (ulimit -n)"
+        } catch {
+            return nil
+        }
+        let below = listed.filter { $0 >= 0 && rlim_t($0) < limit.rlim_cur }
+        // Passed on purpose (socket activation, the descriptor store): open, and needed.
+        let passedCount = passedDescriptors(environment)
+        let passed = below.filter { $0 >= 3 && $0 < 3 + Int32(clamping: passedCount) }.count
+        // Open already, and counted in what it needs: stdin, stdout, stderr, what systemd passed
+        // and, when the daemon runs on it, the event loop's own.
+        let own = 3 + passed + (EventLoopExecutor.isInstalled ? EventLoopExecutor.loopDescriptors : 0)
         let needed = descriptorsNeeded(environment: environment)
         let inherited = below.count - own
         guard inherited > 0, Int(limit.rlim_cur) - below.count < needed - own else { return nil }
         let shown = below.filter { $0 > 2 }.prefix(8).map(String.init).joined(separator: ", ")
-        return "it may open \(limit.rlim_cur) descriptors (RLIMIT_NOFILE) and needs \(needed), but \(below.count) "
+        return "it may open \(limit.rlim_cur) descriptors (RLIMIT_NOFILE) and needs \(needed)"
+            + (passed > 0 ? " (\(passed) passed by systemd among them)" : "") + ", but \(below.count) "
             + "are open already (\(shown)\(below.count - 3 > 8 ? ", …" : "")), \(inherited) more than its own: "
             + "with \(Int(limit.rlim_cur) - below.count) free, opening what it needs would fail with EMFILE. Close "
             + "the descriptors it inherits (whatever started it left them open), or raise LimitNOFILE= (ulimit -n) to "
             + "\(needed + inherited) or more"
     }
 
+    /// How many descriptors systemd passed this process (`LISTEN_FDS`, when `LISTEN_PID` names
+    /// it): its sockets and stored descriptors, from 3 on.
+    static func passedDescriptors(_ environment: CommandEnvironment) -> Int {
+        guard let pid = environment.variable("LISTEN_PID").flatMap(Watchdog.decimal), pid == UInt64(getpid()),
+            let count = environment.variable("LISTEN_FDS").flatMap(Watchdog.decimal)
+        else { return 0 }
+        return Int(min(count, 1 << 20))
+    }
+
     /// The process's open descriptors, from `/proc/self/fd` (the one the listing uses left
-    /// out); `nil` when it cannot be read.
-    package static func openDescriptors() -> [Int32]? {
-        guard let directory = opendir("/proc/self/fd") else { return nil }
+    /// out).
+    package static func openDescriptors() throws(SystemError) -> [Int32] {
+        guard let directory = opendir("/proc/self/fd") else {
+            throw SystemError(path: "/proc/self/fd", operation: "list", errno: errno)
+        }
         defer { closedir(directory) }
         let own = dirfd(directory)
         var result: [Int32] = []

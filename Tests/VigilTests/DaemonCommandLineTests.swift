@@ -388,6 +388,43 @@ import VigilTesting
 }
 
 /// The runtime status file's format (version 2; version 1 still read).
+/// What `run` counts against RLIMIT_NOFILE beyond its own (a reviewer's findings).
+@Suite struct DescriptorCountTests {
+    /// Descriptors systemd passed (a `.socket` unit's, the descriptor store's) are needed, not
+    /// stray: counted only when `LISTEN_PID` names this process.
+    @Test func passedDescriptorsAreNeeded() {
+        let mine = "\(getpid())"
+        let base = DaemonCommandLine<SampleConfiguration>.descriptorsNeeded(
+            environment: DaemonCommandLineTests.environment()
+        )
+        let passing = DaemonCommandLineTests.environment(["LISTEN_PID": mine, "LISTEN_FDS": "2"])
+        #expect(DaemonCommandLine<SampleConfiguration>.descriptorsNeeded(environment: passing) == base + 2)
+        let another = DaemonCommandLineTests.environment(["LISTEN_PID": "1", "LISTEN_FDS": "2"])
+        #expect(DaemonCommandLine<SampleConfiguration>.descriptorsNeeded(environment: another) == base)
+        let garbled = DaemonCommandLineTests.environment(["LISTEN_PID": mine, "LISTEN_FDS": "2x"])
+        #expect(DaemonCommandLine<SampleConfiguration>.descriptorsNeeded(environment: garbled) == base)
+    }
+
+    /// Listing the open descriptors takes one: when none is free, that is the shortage (it
+    /// passed the check, and the start failed halfway with EMFILE).
+    @Test func noDescriptorFreeToListThemIsAShortage() {
+        let shortage = DaemonCommandLine<SampleConfiguration>.inheritedDescriptorShortage(
+            environment: DaemonCommandLineTests.environment(),
+            open: { () throws(SystemError) -> [Int32] in
+                throw SystemError(path: "/proc/self/fd", operation: "list", errno: EMFILE)
+            }
+        )
+        #expect(shortage?.contains("every one is open already") == true, "\(shortage ?? "nil")")
+        let unreadable = DaemonCommandLine<SampleConfiguration>.inheritedDescriptorShortage(
+            environment: DaemonCommandLineTests.environment(),
+            open: { () throws(SystemError) -> [Int32] in
+                throw SystemError(path: "/proc/self/fd", operation: "list", errno: ENOENT)
+            }
+        )
+        #expect(unreadable == nil, "no /proc: nothing known, nothing said")
+    }
+}
+
 @Suite struct RuntimeStatusFormatTests {
     /// The reload signal is written after `startedAt`, read back, and chooses what `reload`
     /// sends; a file without it (written before it existed) means SIGHUP.
