@@ -283,12 +283,13 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
         } catch {
             // The marker stays: the next start reports this run as unclean, which it was.
             gaveUp.store(true, ordering: .releasing)
-            var info = stat()
+            // Not from the file system (an lstat here): it may be the one that stopped answering,
+            // and this is the daemon's own thread.
             throw FinalCheckpointError(
                 path: path,
                 cause: error,
                 lost: store.unsavedSummary,
-                previousKept: lstat(path, &info) == 0
+                previousKept: store.fileHoldsAState
             )
         }
     }

@@ -24,6 +24,22 @@ import VigilTesting
         #expect(reopened.restored.keys == 2)
     }
 
+    /// Whether the file holds a state, known without the file system (a failed final
+    /// checkpoint says whether the previous one is kept; it asked the file system with an
+    /// lstat on the daemon's thread, which a hung mount would have held).
+    @Test func theStoreKnowsWhetherItsFileHoldsAState() throws {
+        let path = temporaryDirectory() + "/state.json"
+        let first = try StateStore(path: path)
+        #expect(!first.fileHoldsAState, "a first start: no file")
+        try first.set(Counter(count: 1), forKey: "c")
+        #expect(!first.fileHoldsAState)
+        #expect(try first.checkpoint())
+        #expect(first.fileHoldsAState)
+        #expect(try StateStore(path: path).fileHoldsAState, "restored")
+        writeFile(path, "not JSON")
+        #expect(try !StateStore(path: path).fileHoldsAState, "moved aside")
+    }
+
     /// A key a daemon no longer uses goes from the file at the next checkpoint; removing a key
     /// that is not there changes nothing (no checkpoint is due for it).
     @Test func aRemovedKeyLeavesTheFileAtTheNextCheckpoint() throws {
