@@ -367,14 +367,21 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
     /// The least stack a command that reads JSON needs: the configuration, state and status
     /// files may nest arrays and objects 256 levels deep, and their parser, writer and decoder
     /// recurse once a level. Measured with such files (November 2026): the packaged release build
-    /// parses and writes them in 128 KiB, a debug build needs 768 KiB; below, a file nested that
-    /// deep made the process crash (SIGSEGV) instead of refusing it.
-    package static var stackNeeded: Int { 1024 * 1024 }
+    /// parses and writes them in 128 KiB (and crashed in 64), a debug build needs 768 KiB; below,
+    /// a file nested that deep made the process crash (SIGSEGV) instead of refusing it. Twice
+    /// what a release build needs, and a debug build's with a quarter to spare.
+    package static var stackNeeded: Int {
+        #if DEBUG
+            1024 * 1024
+        #else
+            256 * 1024
+        #endif
+    }
 
     /// Why this process's `RLIMIT_STACK` is too small for ``stackNeeded``, or `nil`. The main
-    /// thread's stack grows up to it, and the C library sizes the threads it starts by it (read
-    /// once, as the process began): so it is checked, not raised, before any command that reads
-    /// JSON.
+    /// thread's stack grows up to it, and glibc sizes the threads it starts by it (read once, as
+    /// the process began; musl gives them 128 KiB whatever it says): so it is checked, not
+    /// raised, before any command that reads JSON.
     package static func stackShortage() -> String? {
         var limit = rlimit()
         guard getrlimit(__rlimit_resource_t(RLIMIT_STACK.rawValue), &limit) == 0 else { return nil }
@@ -382,7 +389,7 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
         return "its stack may grow to only \(limit.rlim_cur / 1024) KiB (RLIMIT_STACK) and needs at least "
             + "\(stackNeeded / 1024) KiB: it reads JSON nested up to 256 levels deep (the configuration, state and "
             + "status files), and with less a file nested that deep would crash it. Raise LimitSTACK= in the unit "
-            + "(or ulimit -s) to \(stackNeeded / 1024) KiB or more (8192 is the usual default)"
+            + "(or ulimit -s) to \(stackNeeded / 1024) KiB or more (8192 KiB is the usual default)"
     }
 
     /// The `instance.lock` files `run` holds open for its life: the runtime directory's and the
