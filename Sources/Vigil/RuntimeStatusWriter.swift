@@ -294,10 +294,11 @@ public final class RuntimeStatusWriter: LifecycleObserver {
                     let file = directory.path(of: RuntimeStatus.fileName)
                     let likely =
                         switch (error as? any ErrnoRepresentable)?.errno {
-                        case ENOSPC?, EDQUOT?: "/run is full: free space there"
+                        case ENOSPC?, EDQUOT?: "the runtime directory's file system is full: free space there"
                         case EMFILE?, ENFILE?: "no descriptor was left: raise LimitNOFILE="
                         case EFBIG?: "a file-size limit (LimitFSIZE=, ulimit -f) refused it"
-                        case EISDIR?, EEXIST?, ENOTEMPTY?: "something was planted at status.json.tmp: remove it"
+                        case EISDIR?: "a directory was planted at status.json: remove it"
+                        case EEXIST?, ENOTEMPTY?: "something was planted at status.json.tmp: remove it"
                         default: "check the runtime directory"
                         }
                     state.logger?.error(

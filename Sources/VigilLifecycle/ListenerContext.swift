@@ -37,11 +37,14 @@ public final class ListenerContext: Sendable {
     ///
     /// ```swift
     /// commitReload: { _, context in
-    ///     // Stop the old worker; SIGKILL what is left a second before the reload budget ends.
-    ///     let grace = context.budgets(for: "jobs").reload - .seconds(1)
+    ///     // Stop the old worker; SIGKILL what is left a tenth of the reload budget before it ends.
+    ///     let budget = context.budgets(for: "jobs").reload
+    ///     let grace = budget - budget / 10
     ///     …
     /// }
     /// ```
+    ///
+    /// A name no listener has gets the daemon's defaults: pass the listener's own `name`.
     ///
     /// After a second stop request, the terminate budget is at most a second, as the stop holds
     /// the hook to it.

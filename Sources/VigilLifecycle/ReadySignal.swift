@@ -148,12 +148,21 @@ public final class ReadySignal: Sendable {
     /// A second stop request: the deadline becomes `now` (if it was later, or not set) and the
     /// stop handlers hear it again.
     func hurry(now: ContinuousClock.Instant) {
-        let handlers = state.withLock { state -> [@Sendable (ContinuousClock.Instant) -> Void] in
-            if let deadline = state.stopDeadline, deadline <= now { return [] }
+        let (handlers, waiters) = state.withLock { state in
+            if let deadline = state.stopDeadline, deadline <= now {
+                return (
+                    [@Sendable (ContinuousClock.Instant) -> Void](),
+                    [CheckedContinuation<ContinuousClock.Instant, any Error>]()
+                )
+            }
             state.stopDeadline = now
-            return state.stopHandlers
+            // Waiting still only if the stop had not begun (not so today: hurry follows
+            // beginStop), and then never again resumed by it, which returns once set.
+            defer { state.stopWaiters.removeAll() }
+            return (state.stopHandlers, Array(state.stopWaiters.values))
         }
         for handler in handlers { handler(now) }
+        for waiter in waiters { waiter.resume(returning: now) }
     }
 
     /// Records how the wait ended, unless it already did; wakes the waiter.

@@ -45,12 +45,17 @@ package struct Watchdog: Sendable {
     /// run without the watchdog the unit asked for, without a word. A `WATCHDOG_PID` naming
     /// another process is no problem: the watchdog is that one's.
     package static func environmentProblem(environment: (String) -> String?) -> String? {
-        for variable in ["WATCHDOG_USEC", "WATCHDOG_PID"] {
-            guard let text = environment(variable), decimal(text) == nil else { continue }
-            return "\(variable)=\(DisplayText.quoted(text)) is not a decimal number (systemd writes digits only): "
+        func problem(_ variable: String, _ text: String) -> String {
+            "\(variable)=\(DisplayText.quoted(text)) is not a decimal number (systemd writes digits only): "
                 + "the watchdog is off. Fix or unset \(variable) in the environment that started the daemon"
         }
-        return nil
+        guard let usecText = environment("WATCHDOG_USEC") else { return nil }
+        guard let usec = decimal(usecText) else { return problem("WATCHDOG_USEC", usecText) }
+        // Off on purpose (0, infinity): WATCHDOG_PID is not read, as sd_watchdog_enabled does not.
+        guard usec != 0, usec != .max, let pidText = environment("WATCHDOG_PID"), decimal(pidText) == nil else {
+            return nil
+        }
+        return problem("WATCHDOG_PID", pidText)
     }
 
     /// `text` as an unsigned decimal number: digits only, `nil` when it overflows `UInt64` (also

@@ -409,5 +409,7 @@ struct WatchdogEnvironmentTests {
         #expect(problem("4000000", pid: "4242x")?.hasPrefix("WATCHDOG_PID=\"4242x\" is not") == true)
         for quiet in [nil, "0", "18446744073709551615", "4000000"] { #expect(problem(quiet) == nil) }
         #expect(problem("4000000", pid: "4243") == nil, "another process's watchdog")
+        #expect(problem(nil, pid: "garbled") == nil, "no watchdog asked for: WATCHDOG_PID is not read")
+        #expect(problem("0", pid: "garbled") == nil, "off on purpose")
     }
 }
