@@ -21,9 +21,10 @@ import VigilPlatform
 /// file keeps the previous one.
 ///
 /// Nothing read is ever lost: a file that cannot be used — not a regular file (a FIFO, a
-/// directory, a symbolic link), over 16 MiB (or over it once written back), not JSON, not the
+/// symbolic link), over 16 MiB (or over it once written back), not JSON, not the
 /// expected shape, or holding a value its listener rejects — is moved aside to `<path>.corrupt-<n>` with
-/// its original bytes, before anything writes to `path`, and the reason says where and what.
+/// its original bytes, before anything writes to `path`, and the reason says where and what. A
+/// directory at `path` is not moved: opening the store fails, naming it.
 public final class StateStore: Sendable {
     /// The format this build writes; files with a greater version are refused.
     package static let formatVersion = 1
@@ -193,7 +194,8 @@ public final class StateStore: Sendable {
     ///
     /// - Throws: ``StateStoreError/Code/newerFormat`` for a file from a newer, incompatible version; ``StateStoreError/Code/unreadable``,
     ///   leaving the file as it is, when reading failed for a reason that passes (`EAGAIN`:
-    ///   another process holds a lease or lock on it; `EIO`, `EMFILE`, `ENFILE`, `ENOMEM`).
+    ///   another process holds a lease or lock on it; `EIO`, `EMFILE`, `ENFILE`, `ENOMEM`), or
+    ///   when `path` is a directory (the state directory passed for the state file, say).
     public convenience init(path: String) throws {
         try self.init(path: path, read: { _ in })
     }
@@ -238,6 +240,11 @@ public final class StateStore: Sendable {
         } catch let error as SystemError where Self.passingErrors.contains(error.errno) {
             // The file may well be sound: moving it aside would start from empty state for a
             // condition that passes (a lease or lock another process holds, no descriptors).
+            throw StateStoreError.unreadable(path: path, cause: error)
+        } catch let error as SystemError where error.errno == EISDIR {
+            // A directory is no state file gone bad but a path that names the wrong thing (the
+            // state directory itself, say): moved aside, all it holds went with it, and the
+            // daemon ran on with empty state.
             throw StateStoreError.unreadable(path: path, cause: error)
         } catch let error as SystemError {
             problem = error.reason

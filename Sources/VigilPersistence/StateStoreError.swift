@@ -133,6 +133,12 @@ public struct StateStoreError: Error, Hashable, CustomStringConvertible {
             return DisplayText.escapingControlCharacters(text + reason)
         case .unreadable:
             let errno = cause?.errno ?? 0
+            if errno == EISDIR {
+                return DisplayText.escapingControlCharacters(
+                    "the state file \(path) is a directory: the path must name a file in it (DaemonOptions.stateFile, "
+                        + "not stateDirectory); the directory was left as it is"
+                )
+            }
             let hint = errno == EAGAIN ? " (another process holds a lease or lock on it: end that process)" : ""
             return DisplayText.escapingControlCharacters(
                 "cannot read the state file \(path) now: \(cause?.reason ?? "")\(hint); it was left as it is, start again once it reads"

@@ -24,6 +24,25 @@ import VigilTesting
         #expect(reopened.restored.keys == 2)
     }
 
+    /// A directory at the state file's path was moved aside as a corrupt file, with all it
+    /// held (a daemon that passed its state directory for the file lost the directory's
+    /// contents, the running daemon's instance.lock among them: helper 54). Now the open fails
+    /// naming the mistake, and the directory stays where it is.
+    @Test func aDirectoryAtThePathIsAnErrorAndStaysWhereItIs() throws {
+        let directory = temporaryDirectory() + "/state"
+        #expect(mkdir(directory, 0o700) == 0)
+        writeFile(directory + "/kept", "x")
+        let error = try #require(throws: StateStoreError.self) { try StateStore(path: directory) }
+        #expect(error.code == .unreadable)
+        #expect(
+            error.description
+                == "the state file \(directory) is a directory: the path must name a file in it "
+                + "(DaemonOptions.stateFile, not stateDirectory); the directory was left as it is"
+        )
+        #expect(readFile(directory + "/kept") == "x")
+        #expect(access(directory + ".corrupt-1", F_OK) != 0)
+    }
+
     /// Whether the file holds a state, known without the file system (a failed final
     /// checkpoint says whether the previous one is kept; it asked the file system with an
     /// lstat on the daemon's thread, which a hung mount would have held).
