@@ -1,6 +1,7 @@
 import CoreMetrics
 import Logging
 import ServiceLifecycle
+import Synchronization
 import VigilLifecycle
 import VigilPlatform
 import VigilSystemd
@@ -61,7 +62,9 @@ public struct Daemon: Sendable {
     /// Bootstraps swift-log once for the process: native journal entries when stderr is the
     /// journal, `<N>` lines under systemd otherwise, readable lines on a terminal.
     ///
-    /// - Important: Process-wide; call it once, first thing in `main`.
+    /// - Important: Process-wide; call it once, first thing in `main`. A second call bootstraps
+    ///   nothing and returns the first one's logging (swift-log takes one bootstrap per process,
+    ///   and traps on a second; ``DaemonCommandLine`` calls this for `run`).
     public static func bootstrapLogging(identifier: String, level: Logger.Level = .info) -> DaemonLogging {
         bootstrapLogging(identifier: identifier, destination: .automatic(), level: level)
     }
@@ -72,12 +75,24 @@ public struct Daemon: Sendable {
         destination: LogDestination,
         level: Logger.Level = .info
     ) -> DaemonLogging {
-        let control = LogLevelControl(level)
-        LoggingSystem.bootstrap { label in
-            destination.makeHandler(label: label, identifier: identifier, levelControl: control)
+        bootstrapped.withLock { first in
+            if let first { return first }
+            let control = LogLevelControl(level)
+            LoggingSystem.bootstrap { label in
+                destination.makeHandler(label: label, identifier: identifier, levelControl: control)
+            }
+            let logging = DaemonLogging(
+                levelControl: control,
+                logger: Logger(label: identifier),
+                destination: destination
+            )
+            first = logging
+            return logging
         }
-        return DaemonLogging(levelControl: control, logger: Logger(label: identifier), destination: destination)
     }
+
+    /// The logging of the first ``bootstrapLogging(identifier:level:)`` in this process.
+    private static let bootstrapped = Mutex<DaemonLogging?>(nil)
 
     /// Creates a daemon.
     ///

@@ -250,6 +250,28 @@ private final class SlowReloadListener: Listener {
         }
     }
 
+    /// A budget of `.seconds(Int64.max)` ("no limit") trapped the process on the default
+    /// executor: the hook's budget timer went to `Task.sleep`, whose nanoseconds overflowed
+    /// (helper 54). Now a sleep beyond a century sleeps a century.
+    @Test func aBudgetBeyondACenturyDoesNotTrap() async throws {
+        let log = AsyncRecorder<String>()
+        let slow = ServiceListener(
+            name: "slow",
+            budgets: ListenerBudgets(start: .seconds(Int64.max), terminate: .seconds(Int64.max))
+        ) { ready in
+            try await ready.context.sleep(for: .milliseconds(20))
+            ready()
+            log.append("ready")
+            _ = try await ready.waitForStop()
+        }
+        try await withRunningDaemon(listeners: [slow]) { _ in
+            try await log.wait { $0 == ["ready"] }
+        }
+        let forever = Task { try await EventLoopExecutor.sleep(for: .seconds(Int64.max)) }
+        forever.cancel()
+        await #expect(throws: CancellationError.self) { try await forever.value }
+    }
+
     /// A listener's own delay on the daemon's clock: a test advances it as it advances the
     /// budgets (a supervisor's restart delay could not be: it slept on the event loop's timer,
     /// helper 52).
