@@ -37,6 +37,18 @@ import VigilTesting
         #expect(error?.message.contains("a → b → c → a") == true, "\(String(describing: error))")
     }
 
+    /// A chain of 20,000 dependencies, declared dependants first: ordered, where the recursive
+    /// sort overflowed the thread's stack at 8,000 (SIGSEGV: helper 54).
+    @Test func aLongChainOfDependenciesIsOrderedWithoutRecursion() throws {
+        let log = AsyncRecorder<String>()
+        let count = 20_000
+        let listeners = (0..<count).map { index in
+            RecordingListener("l\(index)", dependencies: index + 1 < count ? ["l\(index + 1)"] : [], log: log)
+        }
+        let group = try ListenerGroup(listeners: listeners, configuration: .init(logger: .init(label: "test")))
+        #expect(group.listeners.map(\.name) == (0..<count).reversed().map { "l\($0)" })
+    }
+
     @Test func aMissingDependencyIsAnError() throws {
         let log = AsyncRecorder<String>()
         let error = #expect(throws: ListenerGroupError.self) {
