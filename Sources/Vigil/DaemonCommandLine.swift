@@ -69,6 +69,10 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
     package var unit: SystemdUnit
 
     /// A command line for the daemon `name`, whose configuration is of type `configuration`.
+    ///
+    /// `name` names the unit, the executable and the default directories (`/var/lib/NAME`):
+    /// 1 to 64 ASCII letters, digits, `.`, `_` and `-`, beginning with a letter or digit.
+    /// Any other name makes every command exit 1 saying so.
     public init(
         name: String,
         version: String,
@@ -116,6 +120,10 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
         output: CommandOutput = .process,
         makeDaemon: @Sendable (DaemonOptions) async throws -> Daemon
     ) async -> Int32 {
+        if let problem = Self.nameProblem(name) {
+            output.error("\(DisplayText.quoted(name)) cannot name a daemon: \(problem); fix DaemonCommandLine(name:)")
+            return 1
+        }
         let directories = DaemonDirectories(name: name, environment: environment)
         let invocation: DaemonInvocation
         do {
@@ -140,7 +148,7 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
             output.standardOutput(help(command))
             return 0
         case .version:
-            output.print(version)
+            output.print(DisplayText.escapingControlCharacters(version))
             return 0
         case .checkConfig(let file):
             return checkConfig(file, directories: directories, output: output)
@@ -362,6 +370,25 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
             if let number = Int32(FileSystem.entryName(entry)), number != own { result.append(number) }
         }
         return result
+    }
+
+    /// Why `name` cannot name a daemon, or `nil`: it becomes a unit's name, an executable's path
+    /// (`ExecStart=/usr/bin/NAME`) and default directories (`/var/lib/NAME`), where an empty
+    /// name made `/var/lib/` itself the state directory and `../up` one outside it.
+    package static func nameProblem(_ name: String) -> String? {
+        guard (1...64).contains(name.utf8.count) else { return "a name has 1 to 64 characters" }
+        let allowed = name.utf8.allSatisfy { byte in
+            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
+                || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+                || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: ".")
+                || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
+        }
+        guard allowed, let first = name.utf8.first, first != UInt8(ascii: "."), first != UInt8(ascii: "-"),
+            first != UInt8(ascii: "_")
+        else {
+            return "a name is ASCII letters, digits, '.', '_' and '-', beginning with a letter or digit"
+        }
+        return nil
     }
 
     /// The least stack a command that reads JSON needs: the configuration, state and status

@@ -388,6 +388,26 @@ import VigilTesting
 }
 
 /// The runtime status file's format (version 2; version 1 still read).
+/// The daemon's name becomes a unit, an executable's path and default directories: a name that
+/// cannot be one is refused by every command (helper 54: "" made `/var/lib/` the state
+/// directory, "../up" one outside it, "a b" an `ExecStart=` that runs `/usr/bin/a`).
+@Suite struct DaemonNameTests {
+    @Test(arguments: ["", "../up", "a b", ".hidden", "-x", "_x", "a/b", "é", String(repeating: "x", count: 65), "a\nb"])
+    func aNameThatCannotNameADaemonIsRefused(_ name: String) async {
+        let outcome = await DaemonCommandLineTests.execute(["systemd-unit"], name: name)
+        #expect(outcome.status == 1)
+        #expect(outcome.standardError.contains("cannot name a daemon"), "\(outcome.standardError)")
+        #expect(outcome.standardOutput.isEmpty)
+    }
+
+    @Test(arguments: ["vigild", "hello-http", "kv", "my_daemon.v2", "A1", String(repeating: "x", count: 64)])
+    func aNameThatCanIsTaken(_ name: String) async {
+        #expect(DaemonCommandLine<SampleConfiguration>.nameProblem(name) == nil)
+        let outcome = await DaemonCommandLineTests.execute(["--version"], name: name)
+        #expect(outcome.status == 0)
+    }
+}
+
 /// What `run` counts against RLIMIT_NOFILE beyond its own (a reviewer's findings).
 @Suite struct DescriptorCountTests {
     /// Descriptors systemd passed (a `.socket` unit's, the descriptor store's) are needed, not
