@@ -79,6 +79,8 @@ extension BlockingWorker {
 extension Duration {
     /// `1.5 s`, `250 ms`, `40 µs`: compact, for messages.
     package var formatted: String {
+        // A negative budget read "0 µs" (helper 54).
+        if self < .zero { return "-" + (Duration.zero - self).formatted }
         let (seconds, attoseconds) = components
         if seconds >= 1 {
             let tenths = attoseconds / 100_000_000_000_000_000

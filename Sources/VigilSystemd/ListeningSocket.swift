@@ -391,8 +391,19 @@ extension ListeningSocket {
         if SystemCall.bind(fd, socketAddress, length) != 0 {
             let code = errno
             SystemCall.close(fd)
+            var info = stat()
+            let notASocket: String? =
+                if code == EADDRINUSE, case .unix(let path) = address, lstat(path, &info) == 0,
+                    info.st_mode & S_IFMT != S_IFSOCK
+                {
+                    FileSystem.describeKind(info.st_mode & S_IFMT)
+                } else {
+                    nil
+                }
             let advice =
                 switch code {
+                case EADDRINUSE where notASocket != nil:
+                    "the path is \(notASocket ?? ""), not a socket: choose another path (a file in the runtime directory)"
                 case EADDRINUSE:
                     "another socket is bound there: stop the process that holds it, choose another address, or let a .socket unit pass it"
                 case EACCES where family != AF_UNIX:

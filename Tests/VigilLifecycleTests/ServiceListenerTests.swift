@@ -137,6 +137,17 @@ struct BindFailed: Error, CustomStringConvertible {
         try await log.wait { $0.contains("slow.cancelled") }
     }
 
+    /// A negative budget is named as it is: it read "within its start budget of 0 µs" (helper 54).
+    @Test func aNegativeBudgetIsNamedAsItIs() async throws {
+        let log = AsyncRecorder<String>()
+        let slow = ServiceListener(name: "slow", budgets: .init(start: .seconds(-5))) { _ in
+            try await Task.sleep(for: .seconds(3600))
+        }
+        let group = try makeGroup([slow], log: log)
+        let error = await #expect(throws: ListenerGroupError.self) { try await group.run() }
+        #expect(error?.message == "Start-up failed: 'slow' did not finish within its start budget of -5 s.")
+    }
+
     @Test func stopShutsThePartDownGracefullyAndStoppedComesAfterItsEnd() async throws {
         let log = AsyncRecorder<String>()
         let bind = Gate()

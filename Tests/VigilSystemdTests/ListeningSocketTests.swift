@@ -62,6 +62,19 @@ import VigilTesting
         )
     }
 
+    /// A Unix socket's path taken by a directory or a file said "another socket is bound there:
+    /// stop the process that holds it" (helper 54): it names what is there.
+    @Test func aUnixPathThatIsNoSocketIsNamed() throws {
+        let directory = Self.temporaryDirectory()
+        let error = #expect(throws: SystemdError.self) { try ListeningSocket.bind(.unix(path: directory)) }
+        #expect(error?.errno == EADDRINUSE)
+        #expect(
+            error?.message == "cannot bind \(directory): the path is a directory, not a socket: choose another path "
+                + "(a file in the runtime directory)",
+            "\(String(describing: error))"
+        )
+    }
+
     @Test(arguments: ["localhost", "", "127.0.0.1.5", "[::1"])
     func aHostThatIsNotANumericAddressIsRefused(host: String) {
         let error = #expect(throws: SystemdError.self) { try ListeningSocket.bind(.tcp(host: host, port: 0)) }
