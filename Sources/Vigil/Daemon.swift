@@ -154,6 +154,12 @@ public struct Daemon: Sendable {
 
     private func runGroup(whenCreated: (ListenerGroup) -> Void) async -> (any Error)? {
         let logger = logging.logger
+        // DaemonCommandLine refuses first; a daemon run without it is held to the same floor.
+        if let shortage = Self.stackShortage() {
+            logger.critical("\(identifier) cannot start: \(shortage)")
+            try? notifier.notify([.status("Cannot start: \(shortage)")])
+            return StackTooSmall(description: shortage)
+        }
         if watchdog == nil,
             let problem = Watchdog.environmentProblem(environment: { getenv($0).map { String(cString: $0) } })
         {
@@ -254,6 +260,34 @@ public struct Daemon: Sendable {
 }
 
 extension Daemon {
+    /// The least stack a command that reads JSON needs: the configuration, state and status
+    /// files may nest arrays and objects 256 levels deep, and their parser, writer and decoder
+    /// recurse once a level. Measured with such files (November 2026): the packaged release build
+    /// parses and writes them in 128 KiB (and crashed in 64), a debug build needs 768 KiB; below,
+    /// a file nested that deep made the process crash (SIGSEGV) instead of refusing it. Twice
+    /// what a release build needs, and a debug build's with a quarter to spare.
+    package static var stackNeeded: Int {
+        #if DEBUG
+            1024 * 1024
+        #else
+            256 * 1024
+        #endif
+    }
+
+    /// Why this process's `RLIMIT_STACK` is too small for ``stackNeeded``, or `nil`. The main
+    /// thread's stack grows up to it, and glibc sizes the threads it starts by it (read once, as
+    /// the process began; musl gives them 128 KiB whatever it says): so it is checked, not
+    /// raised, before any command that reads JSON.
+    package static func stackShortage() -> String? {
+        var limit = rlimit()
+        guard getrlimit(__rlimit_resource_t(RLIMIT_STACK.rawValue), &limit) == 0 else { return nil }
+        guard limit.rlim_cur != rlim_t.max, limit.rlim_cur < rlim_t(stackNeeded) else { return nil }
+        return "its stack may grow to only \(limit.rlim_cur / 1024) KiB (RLIMIT_STACK) and needs at least "
+            + "\(stackNeeded / 1024) KiB: it reads JSON nested up to 256 levels deep (the configuration, state and "
+            + "status files), and with less a file nested that deep would crash it. Raise LimitSTACK= in the unit "
+            + "(or ulimit -s) to \(stackNeeded / 1024) KiB or more (8192 KiB is the usual default)"
+    }
+
     /// Watches `$MEMORY_PRESSURE_WATCH` (systemd's `MemoryPressureWatch=`) for `group`; `nil`
     /// when it is unset or `/dev/null`, or cannot be watched (a warning says why: the daemon
     /// runs on without it).
@@ -321,5 +355,10 @@ public struct DaemonLogging: Sendable {
 
 /// The watchdog systemd asked for is shorter than ``Watchdog/minimumInterval``.
 struct WatchdogTooShort: Error, CustomStringConvertible {
+    var description: String
+}
+
+/// The stack limit is below what reading the daemon's JSON files needs.
+struct StackTooSmall: Error, CustomStringConvertible {
     var description: String
 }

@@ -139,7 +139,7 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
             output.error("\(name): \(problem)")
             return invocation.failureStatus
         }
-        if invocation.readsDirectories, let shortage = Self.stackShortage() {
+        if invocation.readsDirectories, let shortage = Daemon.stackShortage() {
             output.error("\(name): cannot \(invocation.verb): \(shortage)")
             return invocation.failureStatus
         }
@@ -389,34 +389,6 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
             return "a name is ASCII letters, digits, '.', '_' and '-', beginning with a letter or digit"
         }
         return nil
-    }
-
-    /// The least stack a command that reads JSON needs: the configuration, state and status
-    /// files may nest arrays and objects 256 levels deep, and their parser, writer and decoder
-    /// recurse once a level. Measured with such files (November 2026): the packaged release build
-    /// parses and writes them in 128 KiB (and crashed in 64), a debug build needs 768 KiB; below,
-    /// a file nested that deep made the process crash (SIGSEGV) instead of refusing it. Twice
-    /// what a release build needs, and a debug build's with a quarter to spare.
-    package static var stackNeeded: Int {
-        #if DEBUG
-            1024 * 1024
-        #else
-            256 * 1024
-        #endif
-    }
-
-    /// Why this process's `RLIMIT_STACK` is too small for ``stackNeeded``, or `nil`. The main
-    /// thread's stack grows up to it, and glibc sizes the threads it starts by it (read once, as
-    /// the process began; musl gives them 128 KiB whatever it says): so it is checked, not
-    /// raised, before any command that reads JSON.
-    package static func stackShortage() -> String? {
-        var limit = rlimit()
-        guard getrlimit(__rlimit_resource_t(RLIMIT_STACK.rawValue), &limit) == 0 else { return nil }
-        guard limit.rlim_cur != rlim_t.max, limit.rlim_cur < rlim_t(stackNeeded) else { return nil }
-        return "its stack may grow to only \(limit.rlim_cur / 1024) KiB (RLIMIT_STACK) and needs at least "
-            + "\(stackNeeded / 1024) KiB: it reads JSON nested up to 256 levels deep (the configuration, state and "
-            + "status files), and with less a file nested that deep would crash it. Raise LimitSTACK= in the unit "
-            + "(or ulimit -s) to \(stackNeeded / 1024) KiB or more (8192 KiB is the usual default)"
     }
 
     /// The `instance.lock` files `run` holds open for its life: the runtime directory's and the
