@@ -160,9 +160,7 @@ public struct Daemon: Sendable {
             try? notifier.notify([.status("Cannot start: \(shortage)")])
             return StackTooSmall(description: shortage)
         }
-        if watchdog == nil,
-            let problem = Watchdog.environmentProblem(environment: { getenv($0).map { String(cString: $0) } })
-        {
+        if watchdog == nil, let problem = Watchdog.environmentProblem(environment: Watchdog.processEnvironment) {
             logger.warning("\(problem)")
         }
         if let watchdog, let reason = watchdog.tooShort {

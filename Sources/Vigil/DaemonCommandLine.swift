@@ -179,9 +179,7 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
                 return 1
             }
             EventLoopExecutor.openMissingStandardDescriptors()
-            if let shortage = Self.descriptorShortage(environment: environment)
-                ?? Self.inheritedDescriptorShortage(environment: environment)
-            {
+            if let shortage = Self.descriptorShortage(environment: environment) {
                 output.error("\(name): cannot start: \(shortage)")
                 return 1
             }
@@ -286,75 +284,72 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
 
     /// Why `run` cannot start with this process's `RLIMIT_NOFILE`, or `nil`: below
     /// ``descriptorsNeeded(environment:)`` it would fail later, halfway, with `EMFILE` (a
-    /// status file or the final checkpoint that cannot be written), so it fails first.
-    static func descriptorShortage(environment: CommandEnvironment) -> String? {
-        var limit = rlimit()
-        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return nil }
-        let needed = descriptorsNeeded(environment: environment)
-        guard limit.rlim_cur < rlim_t(needed) else { return nil }
-        return "it may open only \(limit.rlim_cur) descriptors (RLIMIT_NOFILE) and needs at least \(needed): "
-            + "stdin, stdout, stderr, \(EventLoopExecutor.loopDescriptors) for its event loop, the runtime "
-            + "directory, the file it writes, the instance locks of its runtime and state directories"
-            + (environment.variable("NOTIFY_SOCKET") == nil
-                ? "" : ", the notify socket and the BARRIER=1 socket pair at exit")
-            + (environment.variable("JOURNAL_STREAM") == nil ? "" : ", the journal socket")
-            + (watchesMemoryPressure(environment) ? ", the memory-pressure watch" : "")
-            + (passedDescriptors(environment) == 0
-                ? ""
-                : ", the \(passedDescriptors(environment)) systemd passed (LISTEN_FDS: sockets, stored descriptors)")
-            + "; with fewer, opening them fails with EMFILE (Too many open files). Raise LimitNOFILE= in the unit "
-            + "(or ulimit -n) to \(needed) or more"
-    }
-
-    /// Why `run` cannot start with the descriptors that are free below `RLIMIT_NOFILE`, or
-    /// `nil`: the limit may be enough (``descriptorShortage(environment:)``) while descriptors
-    /// the process inherited (a shell's, a supervisor's) take the slots it counts on, and a
-    /// start that passed the first check failed later with `EMFILE` (helper 51: three inherited
-    /// descriptors at a limit of 13). `open` lists the open descriptors (`/proc/self/fd`).
-    package static func inheritedDescriptorShortage(
+    /// status file or the final checkpoint that cannot be written), so it fails first. Above it,
+    /// descriptors the process inherited (a shell's, a supervisor's) may still take the slots it
+    /// counts on (helper 51: three inherited at a limit of 13): `open` lists the open ones
+    /// (`/proc/self/fd`), and they count against the limit.
+    package static func descriptorShortage(
         environment: CommandEnvironment,
         open: () throws(SystemError) -> [Int32] = openDescriptors
     ) -> String? {
-        var limit = rlimit()
-        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < rlim_t(Int32.max)
-        else { return nil }
+        var rawLimit = rlimit()
+        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &rawLimit) == 0 else { return nil }
+        let passedCount = passedDescriptors(environment)
+        let needed = descriptorsNeeded(environment: environment)
+        guard rawLimit.rlim_cur >= rlim_t(needed) else {
+            return "it may open only \(rawLimit.rlim_cur) descriptors (RLIMIT_NOFILE) and needs at least \(needed): "
+                + "stdin, stdout, stderr, \(EventLoopExecutor.loopDescriptors) for its event loop, the runtime "
+                + "directory, the file it writes, the instance locks of its runtime and state directories"
+                + (environment.variable("NOTIFY_SOCKET") == nil
+                    ? "" : ", the notify socket and the BARRIER=1 socket pair at exit")
+                + (environment.variable("JOURNAL_STREAM") == nil ? "" : ", the journal socket")
+                + (watchesMemoryPressure(environment) ? ", the memory-pressure watch" : "")
+                + (passedCount == 0
+                    ? "" : ", the \(passedCount) systemd passed (LISTEN_FDS: sockets, stored descriptors)")
+                + "; with fewer, opening them fails with EMFILE (Too many open files). Raise LimitNOFILE= in the unit "
+                + "(or ulimit -n) to \(needed) or more"
+        }
+        guard rawLimit.rlim_cur < rlim_t(Int32.max) else { return nil }
+        let limit = Int(rawLimit.rlim_cur)
         let listed: [Int32]
         do {
             listed = try open()
         } catch  where error.errno == EMFILE || error.errno == ENFILE {
             // Listing them takes a descriptor too: none was free.
-            return "it may open \(limit.rlim_cur) descriptors (RLIMIT_NOFILE) and every one is open already: "
+            return "it may open \(limit) descriptors (RLIMIT_NOFILE) and every one is open already: "
                 + "opening what it needs would fail with EMFILE. Close the descriptors it inherits (whatever "
                 + "started it left them open), or raise LimitNOFILE= (ulimit -n)"
         } catch {
             return nil
         }
-        let below = listed.filter { $0 >= 0 && rlim_t($0) < limit.rlim_cur }
+        let below = listed.filter { $0 >= 0 && Int($0) < limit }
         // Passed on purpose (socket activation, the descriptor store): open, and needed.
-        let passedCount = passedDescriptors(environment)
         let passed = below.filter { $0 >= 3 && $0 < 3 + Int32(clamping: passedCount) }.count
         // Open already, and counted in what it needs: stdin, stdout, stderr, what systemd passed
         // and, when the daemon runs on it, the event loop's own.
         let own = 3 + passed + (EventLoopExecutor.isInstalled ? EventLoopExecutor.loopDescriptors : 0)
-        let needed = descriptorsNeeded(environment: environment)
         let inherited = below.count - own
-        guard inherited > 0, Int(limit.rlim_cur) - below.count < needed - own else { return nil }
+        guard inherited > 0, limit - below.count < needed - own else { return nil }
         let shown = below.filter { $0 > 2 }.prefix(8).map(String.init).joined(separator: ", ")
-        return "it may open \(limit.rlim_cur) descriptors (RLIMIT_NOFILE) and needs \(needed)"
+        return "it may open \(limit) descriptors (RLIMIT_NOFILE) and needs \(needed)"
             + (passed > 0 ? " (\(passed) passed by systemd among them)" : "") + ", but \(below.count) "
             + "are open already (\(shown)\(below.count - 3 > 8 ? ", …" : "")), \(inherited) more than its own: "
-            + "with \(Int(limit.rlim_cur) - below.count) free, opening what it needs would fail with EMFILE. Close "
+            + "with \(limit - below.count) free, opening what it needs would fail with EMFILE. Close "
             + "the descriptors it inherits (whatever started it left them open), or raise LimitNOFILE= (ulimit -n) to "
             + "\(needed + inherited) or more"
     }
 
     /// How many descriptors systemd passed this process (`LISTEN_FDS`, when `LISTEN_PID` names
-    /// it): its sockets and stored descriptors, from 3 on.
+    /// it): its sockets and stored descriptors, from 3 on; read by socket activation's own
+    /// parser, which refuses what systemd would not set (then none are counted here, and the
+    /// adoption fails later naming it).
     static func passedDescriptors(_ environment: CommandEnvironment) -> Int {
-        guard let pid = environment.variable("LISTEN_PID").flatMap(Watchdog.decimal), pid == UInt64(getpid()),
-            let count = environment.variable("LISTEN_FDS").flatMap(Watchdog.decimal)
-        else { return 0 }
-        return Int(min(count, 1 << 20))
+        let passed = try? ListenedFileDescriptor.parse(
+            environment: { environment.variable($0) },
+            pid: getpid(),
+            descriptorLimit: Int32.max
+        )
+        return passed?.count ?? 0
     }
 
     /// The process's open descriptors, from `/proc/self/fd` (the one the listing uses left

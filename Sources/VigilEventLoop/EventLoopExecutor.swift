@@ -182,6 +182,7 @@ public enum EventLoopExecutor {
     /// behind. `Task.sleep` would not do: in Swift 6.3 it goes to Dispatch whatever the
     /// executor (see the type's documentation). Without the event loop this is
     /// `Task.sleep(for:)`.
+    ///
     /// A duration beyond a century sleeps a century (for ever, to a daemon), as the loop's
     /// timer saturates: `Task.sleep` traps on one whose nanoseconds overflow 64 bits (a
     /// listener budget of `.seconds(Int64.max)`, say).

@@ -130,39 +130,35 @@ public final class ReadySignal: Sendable {
     /// Begins the stop: records the deadline, calls the stop handlers (once) and ends the waits
     /// of ``waitForStop()``.
     func beginStop(deadline: ContinuousClock.Instant) {
-        let (handlers, waiters) = state.withLock { state in
-            guard state.stopDeadline == nil else {
-                return (
-                    [@Sendable (ContinuousClock.Instant) -> Void](),
-                    [CheckedContinuation<ContinuousClock.Instant, any Error>]()
-                )
-            }
-            state.stopDeadline = deadline
-            defer { state.stopWaiters.removeAll() }
-            return (state.stopHandlers, Array(state.stopWaiters.values))
-        }
-        for handler in handlers { handler(deadline) }
-        for waiter in waiters { waiter.resume(returning: deadline) }
+        announceStop(deadline) { $0 == nil }
     }
 
     /// A second stop request: the deadline becomes `now` (if it was later, or not set) and the
     /// stop handlers hear it again.
     func hurry(now: ContinuousClock.Instant) {
-        let (handlers, waiters) = state.withLock { state in
-            if let deadline = state.stopDeadline, deadline <= now {
+        announceStop(now) { current in current.map { $0 > now } ?? true }
+    }
+
+    /// Sets the stop deadline to `deadline` when `due` says so of the current one, then calls
+    /// the stop handlers with it and ends the waits of ``waitForStop()`` (which are waiting only
+    /// until the first deadline is set).
+    private func announceStop(
+        _ deadline: ContinuousClock.Instant,
+        when due: (ContinuousClock.Instant?) -> Bool
+    ) {
+        let announced = state.withLock { state in
+            guard due(state.stopDeadline) else {
                 return (
-                    [@Sendable (ContinuousClock.Instant) -> Void](),
-                    [CheckedContinuation<ContinuousClock.Instant, any Error>]()
+                    handlers: [@Sendable (ContinuousClock.Instant) -> Void](),
+                    waiters: [CheckedContinuation<ContinuousClock.Instant, any Error>]()
                 )
             }
-            state.stopDeadline = now
-            // Waiting still only if the stop had not begun (not so today: hurry follows
-            // beginStop), and then never again resumed by it, which returns once set.
+            state.stopDeadline = deadline
             defer { state.stopWaiters.removeAll() }
-            return (state.stopHandlers, Array(state.stopWaiters.values))
+            return (handlers: state.stopHandlers, waiters: Array(state.stopWaiters.values))
         }
-        for handler in handlers { handler(now) }
-        for waiter in waiters { waiter.resume(returning: now) }
+        for handler in announced.handlers { handler(deadline) }
+        for waiter in announced.waiters { waiter.resume(returning: deadline) }
     }
 
     /// Records how the wait ended, unless it already did; wakes the waiter.

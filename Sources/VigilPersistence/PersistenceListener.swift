@@ -71,12 +71,12 @@ public final class PersistenceListener<Configuration: ValidatedConfiguration>: L
         var previous: ShutdownMarker.Previous
     }
 
-    /// The start's file work, on the helper thread: everything that touches the state directory.
     /// The state file's size once the open read it; -1 before.
     private final class ReadSize: Sendable {
         let bytes = Atomic<Int>(-1)
     }
 
+    /// The start's file work, on the helper thread: everything that touches the state directory.
     private static func open(path: String, marker: ShutdownMarker, read: ReadSize) -> Result<Opened, any Error> {
         Result {
             let directory = FileSystem.parent(of: path)

@@ -423,12 +423,12 @@ public final class StateStore: Sendable {
         }
     }
 
-    /// `true` when something changed since the last checkpoint.
     /// Whether the file on disk holds a state this store read or wrote (one was restored at
     /// open and not moved aside, or a checkpoint succeeded): known without asking the file
     /// system, which may be the one that stopped answering.
     package var fileHoldsAState: Bool { storage.withLock { $0.original != nil || $0.replacedOriginal } }
 
+    /// `true` when something changed since the last checkpoint.
     package var hasUnsavedChanges: Bool { storage.withLock { $0.revision != $0.writtenRevision } }
 
     /// Writes the state to the file, crash-safely.

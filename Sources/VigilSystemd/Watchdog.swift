@@ -22,8 +22,11 @@ package struct Watchdog: Sendable {
     /// Reads `WATCHDOG_USEC` and honours `WATCHDOG_PID`, as `sd_watchdog_enabled(0, &usec)` does
     /// (see `init(environment:pid:)`); the variables stay set.
     package static func fromEnvironment() -> Watchdog? {
-        Watchdog(environment: { getenv($0).map { String(cString: $0) } }, pid: getpid())
+        Watchdog(environment: processEnvironment, pid: getpid())
     }
+
+    /// This process's environment, as the watchdog reads it.
+    package static let processEnvironment: @Sendable (String) -> String? = { getenv($0).map { String(cString: $0) } }
 
     /// The watchdog that `WATCHDOG_USEC` and `WATCHDOG_PID` ask of process `pid`, following
     /// `sd_watchdog_enabled(3)`: `nil` when `WATCHDOG_USEC` is unset, not a decimal number of

@@ -428,14 +428,14 @@ import VigilTesting
     /// Listing the open descriptors takes one: when none is free, that is the shortage (it
     /// passed the check, and the start failed halfway with EMFILE).
     @Test func noDescriptorFreeToListThemIsAShortage() {
-        let shortage = DaemonCommandLine<SampleConfiguration>.inheritedDescriptorShortage(
+        let shortage = DaemonCommandLine<SampleConfiguration>.descriptorShortage(
             environment: DaemonCommandLineTests.environment(),
             open: { () throws(SystemError) -> [Int32] in
                 throw SystemError(path: "/proc/self/fd", operation: "list", errno: EMFILE)
             }
         )
         #expect(shortage?.contains("every one is open already") == true, "\(shortage ?? "nil")")
-        let unreadable = DaemonCommandLine<SampleConfiguration>.inheritedDescriptorShortage(
+        let unreadable = DaemonCommandLine<SampleConfiguration>.descriptorShortage(
             environment: DaemonCommandLineTests.environment(),
             open: { () throws(SystemError) -> [Int32] in
                 throw SystemError(path: "/proc/self/fd", operation: "list", errno: ENOENT)

@@ -82,19 +82,29 @@ import VigilTesting
         #expect(!output.contains("Too many open files"), "refused before anything failed: \(output)")
     }
 
-    /// At the minimum, vigild starts, reloads and stops as usual.
-    @Test func theMinimumIsEnoughToStartReloadAndStop() async throws {
-        let socket = try FakeNotifySocket()
-        let directory = VigildBinary.temporaryDirectory()
-        let daemon = try spawn(descriptors: Self.minimumDescriptors, socket: socket, directory: directory)
-        try await socket.datagrams.wait("READY=1") { $0.contains { $0.lines.contains("READY=1") } }
+    /// Sends SIGHUP and awaits the reload's READY=1, then SIGTERM and the exit; the exit status
+    /// and what the daemon wrote.
+    private func reloadThenStop(
+        _ daemon: DaemonProcess,
+        _ socket: FakeNotifySocket,
+        directory: String
+    ) async throws -> (status: Int32, output: String) {
         daemon.send(SIGHUP)
         try await socket.datagrams.wait("READY=1 after the reload") { datagrams in
             datagrams.drop { !$0.lines.contains("RELOADING=1") }.contains { $0.lines.contains("READY=1") }
         }
         daemon.send(SIGTERM)
         let status = try await daemon.waitForExit()
-        let output = TextFile.read(directory + "/output.log") ?? ""
+        return (status, TextFile.read(directory + "/output.log") ?? "")
+    }
+
+    /// At the minimum, vigild starts, reloads and stops as usual.
+    @Test func theMinimumIsEnoughToStartReloadAndStop() async throws {
+        let socket = try FakeNotifySocket()
+        let directory = VigildBinary.temporaryDirectory()
+        let daemon = try spawn(descriptors: Self.minimumDescriptors, socket: socket, directory: directory)
+        try await socket.datagrams.wait("READY=1") { $0.contains { $0.lines.contains("READY=1") } }
+        let (status, output) = try await reloadThenStop(daemon, socket, directory: directory)
         #expect(status == 0, "said: \(output)")
         #expect(!output.contains("Too many open files"), "said: \(output)")
         #expect(socket.datagrams.values.last?.text == "BARRIER=1", "the exit's barrier was sent and confirmed")
@@ -292,13 +302,7 @@ import VigilTesting
         )
         try await socket.datagrams.wait("READY=1") { $0.contains { $0.lines.contains("READY=1") } }
         TextFile.write(directory + "/config.json", #"{ "heartbeat": "# + Self.deeplyNested + " }")
-        daemon.send(SIGHUP)
-        try await socket.datagrams.wait("READY=1 after the rejected reload") { datagrams in
-            datagrams.drop { !$0.lines.contains("RELOADING=1") }.contains { $0.lines.contains("READY=1") }
-        }
-        daemon.send(SIGTERM)
-        let status = try await daemon.waitForExit()
-        let output = TextFile.read(directory + "/output.log") ?? ""
+        let (status, output) = try await reloadThenStop(daemon, socket, directory: directory)
         #expect(status == 0, "exit status \(status) (139 is SIGSEGV); said: \(output)")
         #expect(output.contains("Reload rejected"), "\(output)")
         #expect(TextFile.read(directory + "/state/state.json")?.contains("deep") == true, "the state kept its value")
