@@ -23,10 +23,18 @@ extension ListenerGroup {
             var probes: [Int: @Sendable (Bool) -> Void] = [:]
             /// The id of the last probe.
             var lastProbe = 0
+            /// The kind of event the loop took last (see ``Core/nextEvent()``): the pending kinds
+            /// take turns after it. Memory pressure at first, so that health probes come first.
+            var lastServed = Kind.memoryPressure
             /// The configuration generation: 1 at start, +1 per applied reload.
             var generation = 1
             /// What a stop request cuts short while start-up runs (the start hook running).
             var startInterruption: (@Sendable () -> Void)?
+        }
+
+        /// The kinds of request that wait in ``Active`` and take turns, in this order.
+        enum Kind: Int, CaseIterable {
+            case healthProbe, reload, userSignal, memoryPressure
         }
 
         /// A stop request the loop has not taken yet.
@@ -409,9 +417,12 @@ extension ListenerGroup {
             if now, let interruption { interruption() }
         }
 
-        /// The next event to handle: stopping first, then start, health probes, reloads, user
-        /// signals, memory pressure. Taking a stop moves the state to
-        /// ``State/stopping(urgency:interruption:generation:)``.
+        /// The next event to handle: stopping first, then start; then health probes, reloads, user
+        /// signals and memory pressure take turns, each pending kind after the one taken last. A
+        /// kind that is requested again while it is handled (a hook that asks for a reload every
+        /// time, a flood of `SIGHUP`s) waits for the others' turn instead of holding the loop:
+        /// with a fixed order a reload requested by every reload starved `SIGUSR1` for good.
+        /// Taking a stop moves the state to ``State/stopping(urgency:interruption:generation:)``.
         func nextEvent() -> LifecycleEvent? {
             state.withLock { state -> LifecycleEvent? in
                 if case .stopRequested(let stop, let generation) = state {
@@ -424,18 +435,33 @@ extension ListenerGroup {
                         active.start = false
                         return .start
                     }
-                    if !active.probes.isEmpty { return .healthProbe }
-                    if active.reload {
-                        active.reload = false
-                        return .reload
-                    }
-                    if !active.userSignals.isEmpty { return .userSignal(active.userSignals.removeFirst()) }
-                    if active.memoryPressure {
-                        active.memoryPressure = false
-                        return .memoryPressure
+                    let kinds = Kind.allCases
+                    for offset in 1...kinds.count {
+                        let kind = kinds[(active.lastServed.rawValue + offset) % kinds.count]
+                        guard let event = Self.take(kind, from: &active) else { continue }
+                        active.lastServed = kind
+                        return event
                     }
                     return nil
                 } ?? nil
+            }
+        }
+
+        /// The event of `kind` if one waits, taken from `active`.
+        private static func take(_ kind: Kind, from active: inout Active) -> LifecycleEvent? {
+            switch kind {
+            case .healthProbe:
+                return active.probes.isEmpty ? nil : .healthProbe
+            case .reload:
+                guard active.reload else { return nil }
+                active.reload = false
+                return .reload
+            case .userSignal:
+                return active.userSignals.isEmpty ? nil : .userSignal(active.userSignals.removeFirst())
+            case .memoryPressure:
+                guard active.memoryPressure else { return nil }
+                active.memoryPressure = false
+                return .memoryPressure
             }
         }
 

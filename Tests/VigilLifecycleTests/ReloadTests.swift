@@ -171,3 +171,44 @@ private struct Reader: Listener {
         #expect(kinds == ["started", "applied", "stopping", "stopped"])
     }
 }
+
+/// Asks for another reload from every reload, until told to stop: a daemon whose reload finds
+/// more to reload each time (or a flood of SIGHUPs).
+private struct EndlessReloader: Listener {
+    let name = "endless"
+    let going: AsyncRecorder<Bool>
+    let reloads: AsyncRecorder<Int>
+    func prepareReload(_ reload: ReloadTransaction, context: ListenerContext) async throws -> ReloadDecision {
+        reloads.append(reload.generation)
+        if going.values.isEmpty { context.requestReload() }
+        return .accept
+    }
+}
+
+@Suite struct ReloadFairnessTests {
+    @Test func aReloadRequestedByEveryReloadLetsUserSignalsAndMemoryPressureThrough() async throws {
+        let stop = AsyncRecorder<Bool>()
+        let reloads = AsyncRecorder<Int>()
+        let log = AsyncRecorder<String>()
+        try await withRunningDaemon(
+            listeners: [EndlessReloader(going: stop, reloads: reloads), RecordingListener("worker", log: log)]
+        ) { daemon in
+            daemon.group.requestReload()
+            // Reloads follow one another: each one asked for the next.
+            _ = try await reloads.wait("three reloads") { $0.count >= 3 }
+            daemon.group.context.requestUserSignal(.sigusr1)
+            daemon.group.requestMemoryPressure()
+            // Before, reloads came first for as long as one was pending: neither was ever handled.
+            _ = try await daemon.observer.kinds.wait("the user signal and the memory pressure") { kinds in
+                kinds.contains { if case .userSignal(.sigusr1) = $0 { true } else { false } }
+                    && kinds.contains { if case .memoryPressure = $0 { true } else { false } }
+            }
+            let before = reloads.values.count
+            // And the reloads go on after them.
+            _ = try await reloads.wait("a reload after them") { $0.count > before }
+            stop.append(true)
+        }
+        #expect(log.values.contains("worker.userSignal"))
+        #expect(log.values.contains("worker.memoryPressure"))
+    }
+}
