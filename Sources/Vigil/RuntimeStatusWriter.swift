@@ -114,7 +114,7 @@ public final class RuntimeStatusWriter: LifecycleObserver {
         of keys: [@Sendable () throws -> JSONValue]
     ) -> (members: [JSONValue.Member], failure: (any Error)?) {
         var members: [JSONValue.Member] = []
-        var seen = Set<String>()
+        var seen: Set<String>?
         var failure: (any Error)?
         for keys in keys {
             let value: JSONValue
@@ -126,8 +126,15 @@ public final class RuntimeStatusWriter: LifecycleObserver {
                 continue
             }
             guard case .object(let added) = value.kind else { continue }
-            // Two closures with one key: the first one's (one object holds each key once).
-            members += added.filter { seen.insert($0.key).inserted }
+            // One object holds each key once: the first closure's keys need no check (most
+            // daemons have one closure), and the set of keys seen is made for a second.
+            guard !members.isEmpty || seen != nil else {
+                members = added
+                continue
+            }
+            if seen == nil { seen = Set(members.lazy.map(\.key)) }
+            // Two closures with one key: the first one's.
+            members += added.filter { seen!.insert($0.key).inserted }
         }
         return (members, failure)
     }

@@ -438,6 +438,14 @@ import VigilTesting
         }
         #expect(error?.description == "cannot store \(number) at \"inner.value\": JSON has no infinity or NaN")
         #expect(throws: JSONValueEncoder.Failure.self) { try JSONValueEncoder.encode([Float.infinity]) }
+        // In an array, the element's index names it; a value at the top level is "the top level".
+        struct Listed: Encodable { var values: [[Double]] }
+        let listed = #expect(throws: JSONValueEncoder.Failure.self) {
+            try JSONValueEncoder.encode(Listed(values: [[1], [2, number]]))
+        }
+        #expect(listed?.description == "cannot store \(number) at \"values.1.1\": JSON has no infinity or NaN")
+        let top = #expect(throws: JSONValueEncoder.Failure.self) { try JSONValueEncoder.encode(number) }
+        #expect(top?.description == "cannot store \(number) at the top level: JSON has no infinity or NaN")
     }
 
     /// Every integer type is a JSON number with all its digits, its extremes included (each is

@@ -422,4 +422,21 @@ import VigilTesting
             try long.daemonKeys(as: JobKeys.self)
         } throws: { "\($0)".contains("longer than the 256 KiB") }
     }
+
+    /// Several `addKeys` closures merge; a key two of them hold is the first one's.
+    @Test func severalClosuresMergeAndTheFirstKeepsAKeyTheyShare() throws {
+        struct First: Codable, Sendable { var runs: Int }
+        struct Second: Codable, Sendable { var runs: Int; var lastResult: String }
+        struct Third: Codable, Sendable { var lastResult: String; var extra: Int }
+        struct All: Codable, Sendable { var runs: Int; var lastResult: String; var extra: Int }
+        let status = RuntimeStatusWriter()
+        status.addKeys { First?.none }  // adds nothing this time
+        status.addKeys { First(runs: 1) }
+        status.addKeys { Second(runs: 2, lastResult: "second") }
+        status.addKeys { Third(lastResult: "third", extra: 3) }
+        let all = try status.daemonKeys(as: All.self)
+        #expect(all.runs == 1)
+        #expect(all.lastResult == "second")
+        #expect(all.extra == 3)
+    }
 }

@@ -93,6 +93,16 @@ package enum JSONValueEncoder {
         init?(intValue: Int) { self.stringValue = "\(intValue)" }
     }
 
+    /// An array element's place in a coding path (spelled only if the path is made).
+    struct Index: CodingKey {
+        let index: Int
+        var stringValue: String { "\(index)" }
+        var intValue: Int? { index }
+        init(_ index: Int) { self.index = index }
+        init?(stringValue: String) { nil }
+        init?(intValue: Int) { self.index = intValue }
+    }
+
     struct ValueEncoder: Encoder {
         let node: Node
         let path: [any CodingKey]
@@ -112,7 +122,16 @@ package enum JSONValueEncoder {
         func singleValueContainer() -> any SingleValueEncodingContainer { SingleContainer(node: node, path: path) }
     }
 
-    static func box<T: Encodable>(_ value: T, into node: Node, path: [any CodingKey]) throws {
+    /// Encodes `value` at `path` + `key`. The path is made only for a value that is not a
+    /// number, a string or a Boolean (whose encoder can read it) or for an error: a new array per
+    /// member was most of the cost of encoding a daemon's few status keys.
+    static func box<T: Encodable>(
+        _ value: T,
+        into node: Node,
+        under path: [any CodingKey],
+        key: (any CodingKey)?
+    ) throws {
+        func full() -> [any CodingKey] { key.map { path + [$0] } ?? path }
         // Dispatch on the type first: a value of any other type (a daemon's struct, an array)
         // would otherwise be tried against each of these types in turn, a dynamic cast each.
         switch ObjectIdentifier(T.self) {
@@ -123,7 +142,7 @@ package enum JSONValueEncoder {
             ObjectIdentifier(Int8.self), ObjectIdentifier(UInt8.self):
             break
         default:
-            try value.encode(to: ValueEncoder(node: node, path: path))
+            try value.encode(to: ValueEncoder(node: node, path: full()))
             return
         }
         switch value {
@@ -131,13 +150,14 @@ package enum JSONValueEncoder {
         case let text as String: node.content = .value(.string(text))
         case let number as Double:
             guard number.isFinite else {
+                let path = full()
                 let key = path.isEmpty ? "the top level" : "\"" + path.map(\.stringValue).joined(separator: ".") + "\""
                 throw Failure(description: "cannot store \(number) at \(key): JSON has no infinity or NaN")
             }
             node.content = .value(
                 .number(number.rounded() == number && abs(number) < 1e15 ? "\(Int64(number))" : "\(number)")
             )
-        case let number as Float: try box(Double(number), into: node, path: path)
+        case let number as Float: try box(Double(number), into: node, under: path, key: key)
         // Each integer type by name: a cast to `any FixedWidthInteger` made the runtime scan every
         // conformance record of the binary once for each type encoded (a daemon's status keys
         // at start: 0.3 M instructions), where a cast to a concrete type compares metadata.
@@ -151,7 +171,7 @@ package enum JSONValueEncoder {
         case let number as UInt16: node.content = .value(.number("\(number)"))
         case let number as Int8: node.content = .value(.number("\(number)"))
         case let number as UInt8: node.content = .value(.number("\(number)"))
-        default: try value.encode(to: ValueEncoder(node: node, path: path))
+        default: try value.encode(to: ValueEncoder(node: node, path: full()))
         }
     }
 
@@ -163,7 +183,7 @@ package enum JSONValueEncoder {
         mutating func encodeNil(forKey key: K) throws { node.member(key.stringValue).content = .value(.null) }
 
         mutating func encode<T: Encodable>(_ value: T, forKey key: K) throws {
-            try JSONValueEncoder.box(value, into: node.member(key.stringValue), path: path + [key])
+            try JSONValueEncoder.box(value, into: node.member(key.stringValue), under: path, key: key)
         }
 
         mutating func nestedContainer<N: CodingKey>(keyedBy type: N.Type, forKey key: K) -> KeyedEncodingContainer<N> {
@@ -191,7 +211,9 @@ package enum JSONValueEncoder {
 
         mutating func encodeNil() throws { node.appendElement().content = .value(.null) }
         mutating func encode<T: Encodable>(_ value: T) throws {
-            try JSONValueEncoder.box(value, into: node.appendElement(), path: path + [Key(stringValue: "\(count)")])
+            // The index before the element is appended (the path named the next one's before).
+            let index = Index(count)
+            try JSONValueEncoder.box(value, into: node.appendElement(), under: path, key: index)
         }
         mutating func nestedContainer<N: CodingKey>(keyedBy type: N.Type) -> KeyedEncodingContainer<N> {
             ValueEncoder(node: node.appendElement(), path: path).container(keyedBy: type)
@@ -208,7 +230,7 @@ package enum JSONValueEncoder {
         var codingPath: [any CodingKey] { path }
         mutating func encodeNil() throws { node.content = .value(.null) }
         mutating func encode<T: Encodable>(_ value: T) throws {
-            try JSONValueEncoder.box(value, into: node, path: path)
+            try JSONValueEncoder.box(value, into: node, under: path, key: nil)
         }
     }
 }
