@@ -54,7 +54,7 @@ public struct Daemon: Sendable {
     /// (`SYSTEMD_EXEC_PID`); otherwise everything sent is in systemd's queue, which systemd reads
     /// before it handles the exit, and the exit waits for nothing. 1 s unless set; a frozen
     /// manager delays such an exit by at most this much.
-    public var exitBarrierTimeout: Duration = .seconds(1)
+    package var exitBarrierTimeout: Duration = .seconds(1)
     /// The clock of the group's budgets and probes and of the watchdog's rounds: the monotonic
     /// clock, or a test's (VigilTesting's `TestClock`) that the test advances by hand.
     package var clock: LoopClock = .monotonic
@@ -332,7 +332,7 @@ public struct DaemonLogging: Sendable {
     /// The level shared by every handler.
     package let levelControl: LogLevelControl
     /// The daemon's logger.
-    public let logger: Logger
+    package let logger: Logger
 
     /// The level of every handler: set it to change what every logger of the process logs,
     /// at once (the `LoggingListener` sets it from the configuration).

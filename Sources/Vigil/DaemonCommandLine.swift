@@ -253,7 +253,7 @@ public struct DaemonCommandLine<Configuration: ValidatedConfiguration>: Sendable
                 },
                 at: 0
             )
-            daemon.observers.append(status)
+            daemon.observers.append(status.observer)
             daemon.signals.reloadSignal = reloadSignal
             let exitStatus = await daemon.run()
             withExtendedLifetime(locks) {}

@@ -4,8 +4,8 @@ import VigilLifecycle
 import VigilPlatform
 import VigilSystemd
 
-/// Keeps `status.json` current: a lifecycle observer that ``DaemonCommandLine`` adds to every
-/// daemon it runs. It writes nothing until the runtime directory is verified (a start-up step).
+/// Keeps `status.json` current: ``DaemonCommandLine`` has every daemon it runs report its
+/// lifecycle records here. It writes nothing until the runtime directory is verified (a start-up step).
 ///
 /// A daemon adds keys of its own with ``addKeys(_:)`` (written under `daemon`, apart from the
 /// library's) and calls ``update()`` when they change between lifecycle events:
@@ -13,7 +13,7 @@ import VigilSystemd
 /// ```swift
 /// options.status.addKeys { MyStatus(requests: counter.value) }
 /// ```
-public final class RuntimeStatusWriter: LifecycleObserver {
+public final class RuntimeStatusWriter: Sendable {
     private struct State {
         var status: RuntimeStatus
         var directory: TrustedDirectory?
@@ -162,7 +162,7 @@ public final class RuntimeStatusWriter: LifecycleObserver {
 
     /// Records a lifecycle event in the status and rewrites the file: `deferral` later after
     /// a reload (or an event that changes none of the library's keys), else at once.
-    public func observe(_ record: LifecycleRecord) {
+    package func observe(_ record: LifecycleRecord) {
         let now = state.withLock { state -> Bool in
             switch record.kind {
             case .started(let generation, _):
@@ -203,6 +203,17 @@ public final class RuntimeStatusWriter: LifecycleObserver {
             }
         }
         if now { write() } else { scheduleWrite() }
+    }
+
+    /// Records the event of `kind` (the tests feed the writer so).
+    package func observe(_ kind: LifecycleRecord.Kind) { observe(LifecycleRecord(kind)) }
+
+    /// The writer as the daemon's observer of lifecycle records (`DaemonCommandLine` adds it).
+    package var observer: any LifecycleObserver { Observer(writer: self) }
+
+    private struct Observer: LifecycleObserver {
+        let writer: RuntimeStatusWriter
+        func observe(_ record: LifecycleRecord) { writer.observe(record) }
     }
 
     /// The write scheduled after the last event, if it is still due (tests await it).

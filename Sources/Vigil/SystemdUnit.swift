@@ -119,7 +119,7 @@ public struct SystemdUnit: Sendable, Hashable {
         enum Kind: Sendable, Hashable { case load, loadEncrypted, set }
         let kind: Kind
         /// The credential's name: its file in `$CREDENTIALS_DIRECTORY`.
-        public let name: String
+        package let name: String
         let source: String?
 
         /// `LoadCredential=NAME[:PATH]`: the file at `path` (absolute), or without one the file

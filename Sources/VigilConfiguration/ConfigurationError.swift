@@ -5,16 +5,16 @@ import VigilPOSIX
 ///
 /// Its description reads like a compiler's: `/etc/vigild/vigild.json:4:17: heartbeat.interval:
 /// must be greater than 0 (found -1)`.
-public struct ConfigurationError: Error, Hashable, Sendable, CustomStringConvertible {
+package struct ConfigurationError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The file, or `(embedded default)`.
-    public var file: String
+    package var file: String
     /// The key path, `heartbeat.interval`; empty for the whole file.
-    public var keyPath: String
+    package var keyPath: String
     /// 1-based line and column where known, else 0.
-    public var line: Int
-    public var column: Int
+    package var line: Int
+    package var column: Int
     /// The reason.
-    public var reason: String
+    package var reason: String
     /// The failed system call when the file could not be read (its `errno`, the operation and
     /// the path), else `nil`.
     package var cause: SystemError?
@@ -38,7 +38,7 @@ public struct ConfigurationError: Error, Hashable, Sendable, CustomStringConvert
     /// The error on one line: control characters in any part (a path from the command line, a
     /// key or a value from the file) are escaped, so the text can go to a terminal, the journal
     /// or `STATUS=` without forging lines.
-    public var description: String {
+    package var description: String {
         var text = file
         if line > 0 { text += ":\(line):\(column)" }
         text += ": "
@@ -50,12 +50,12 @@ public struct ConfigurationError: Error, Hashable, Sendable, CustomStringConvert
 /// A value that is well-formed but not acceptable; throw it from ``ValidatedConfiguration/validate()``.
 public struct InvalidValue: Error, Hashable, Sendable {
     /// The key path as components: `["heartbeat", "interval"]`.
-    public var keyPath: [String]
+    package var keyPath: [String]
     /// What is wrong, what is allowed and what was found: "must be greater than 0 (found -1)".
     /// The library adds nothing to it: a reason names the value found itself, text from the file
     /// through `DisplayText.quoted(_:limit:)` (escaped, quoted and cut, as the library's own
     /// messages quote it).
-    public var reason: String
+    package var reason: String
 
     public init(_ keyPath: [String], _ reason: String) {
         self.keyPath = keyPath

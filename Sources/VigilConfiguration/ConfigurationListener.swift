@@ -12,7 +12,7 @@ public enum CurrentConfiguration<Configuration: ValidatedConfiguration>: ValueKe
 }
 
 /// Where a daemon's configuration comes from.
-public enum ConfigurationSource: Sendable, Hashable, CustomStringConvertible {
+public enum ConfigurationSource: Sendable, Hashable {
     /// A file. When `required` is false and nothing exists at the path (not even a dangling
     /// symbolic link) in a directory that exists and can be searched, the embedded default is
     /// used; any other failure to read the file is an error.
@@ -20,7 +20,8 @@ public enum ConfigurationSource: Sendable, Hashable, CustomStringConvertible {
     /// No file: the type's ``ValidatedConfiguration/defaultConfiguration``.
     case embeddedDefault
 
-    public var description: String {
+    /// The path, or `(embedded default)`: for logs.
+    package var displayName: String {
         switch self {
         case .file(let path, _): path
         case .embeddedDefault: "(embedded default)"
@@ -79,7 +80,7 @@ public final class ConfigurationListener<Configuration: ValidatedConfiguration>:
 
     /// Loads the configuration from the source, as start and reload do (but on the calling
     /// thread, with no deadline).
-    public func load() throws(ConfigurationError) -> Configuration {
+    package func load() throws(ConfigurationError) -> Configuration {
         try settle(Self.readFile(source, loader: loader)).configuration
     }
 
@@ -181,7 +182,7 @@ public final class ConfigurationListener<Configuration: ValidatedConfiguration>:
         context.values[CurrentConfiguration<Configuration>.self] = configuration
         context.logger.info(
             "Configuration generation \(context.generation) loaded from \(describeSource(fromFile: loadedFromFile))",
-            metadata: ["VIGIL_GENERATION": "\(context.generation)", "VIGIL_CONFIGURATION": "\(source)"]
+            metadata: ["VIGIL_GENERATION": "\(context.generation)", "VIGIL_CONFIGURATION": "\(source.displayName)"]
         )
     }
 
@@ -221,6 +222,6 @@ public final class ConfigurationListener<Configuration: ValidatedConfiguration>:
         if case .file(let path, _) = source, !fromFile {
             return "the embedded default (\(path) does not exist)"
         }
-        return source.description
+        return source.displayName
     }
 }

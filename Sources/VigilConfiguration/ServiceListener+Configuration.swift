@@ -34,8 +34,8 @@ extension ServiceListener {
         configuration: Configuration.Type,
         check: (@Sendable (Configuration) async throws -> ReloadDecision)? = nil,
         onCommit: @escaping @Sendable (Configuration) async throws -> Void,
-        memoryPressure: MemoryPressure? = nil,
-        userSignal: UserSignal? = nil,
+        memoryPressure: (@Sendable (ListenerContext) async throws -> Void)? = nil,
+        userSignal: (@Sendable (ProcessSignal, ListenerContext) async throws -> Void)? = nil,
         shutdownHistory: (any ShutdownHistory)? = nil,
         run: @escaping @Sendable (ReadySignal) async throws -> Void
     ) {

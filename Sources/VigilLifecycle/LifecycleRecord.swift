@@ -2,29 +2,29 @@
 /// **out** of a `LifecycleEvent` (what went in).
 ///
 /// Opaque, as swift-service-lifecycle's `UnixSignal` is: compare ``event`` with the static
-/// members of ``Event`` and read what the record carries, so that a kind of record added later
-/// breaks no observer's `switch`.
+/// members of ``Event``, so that a kind of record added later breaks no observer's `switch`.
 ///
 /// ```swift
-/// struct ReloadCounter: LifecycleObserver {
+/// struct ReloadWatcher: LifecycleObserver {
 ///     func observe(_ record: LifecycleRecord) {
-///         if record.event == .reloadRejected { print("rejected by \(record.listener ?? "?")") }
+///         if record.event == .reloadRejected { print("a reload was rejected") }
 ///     }
 /// }
 /// ```
 ///
 /// The logging listener turns these into journal entries with `MESSAGE_ID`s; the reference
 /// daemon records them in its runtime status.
-public struct LifecycleRecord: Sendable, Hashable, CustomStringConvertible {
+public struct LifecycleRecord: Sendable, Hashable {
     /// What kind of step a record reports; compare with the static members.
-    public struct Event: Hashable, Sendable, CustomStringConvertible {
-        private let name: String
+    public struct Event: Hashable, Sendable {
+        /// As the journal's `VIGIL_EVENT` field spells it: `reload-applied`.
+        package let name: String
         private init(_ name: String) { self.name = name }
 
         /// Every listener started; `READY=1` was sent.
         public static let started = Self("started")
         /// Start-up failed in the named step or listener.
-        public static let startFailed = Self("start-failed")
+        package static let startFailed = Self("start-failed")
         /// A reload was applied; its generation is now current.
         public static let reloadApplied = Self("reload-applied")
         /// A reload was rejected; the generation in force is unchanged.
@@ -32,18 +32,15 @@ public struct LifecycleRecord: Sendable, Hashable, CustomStringConvertible {
         /// A user signal was delivered to every listener.
         public static let userSignal = Self("user-signal")
         /// A memory-pressure event was delivered to every listener.
-        public static let memoryPressure = Self("memory-pressure")
+        package static let memoryPressure = Self("memory-pressure")
         /// Shutdown began.
-        public static let stopping = Self("stopping")
+        package static let stopping = Self("stopping")
         /// Every listener stopped (one a second stop request cut short counts as stopped).
-        public static let stopped = Self("stopped")
+        package static let stopped = Self("stopped")
         /// A listener's hook threw or overran and was isolated; the others still heard the event.
-        public static let listenerFailed = Self("listener-failed")
+        package static let listenerFailed = Self("listener-failed")
         /// A listener declared a fatal fault; `WATCHDOG=trigger` was sent.
-        public static let fatalFault = Self("fatal-fault")
-
-        /// As the journal's `VIGIL_EVENT` field spells it: `reload-applied`.
-        public var description: String { name }
+        package static let fatalFault = Self("fatal-fault")
     }
 
     /// The record with everything it carries, for the package's observers (the lifecycle
@@ -95,7 +92,7 @@ public struct LifecycleRecord: Sendable, Hashable, CustomStringConvertible {
 
     /// The configuration generation in force after the step: `started`, `reloadApplied`,
     /// `reloadRejected` (the one still in force); `nil` for the others.
-    public var generation: Int? {
+    package var generation: Int? {
         switch kind {
         case .started(let generation, _), .reloadApplied(let generation, _), .reloadRejected(_, let generation, _):
             generation
@@ -105,7 +102,7 @@ public struct LifecycleRecord: Sendable, Hashable, CustomStringConvertible {
 
     /// The listener (or start-up step) at fault: `startFailed`, `reloadRejected`,
     /// `listenerFailed`, `fatalFault`; `nil` for the others.
-    public var listener: String? {
+    package var listener: String? {
         switch kind {
         case .startFailed(let listener, _), .listenerFailed(let listener, _, _), .fatalFault(let listener, _):
             listener
@@ -116,7 +113,7 @@ public struct LifecycleRecord: Sendable, Hashable, CustomStringConvertible {
 
     /// Why, in words an admin can act on: the failure or rejection's reason, the stop's reason
     /// (`SIGTERM`, or what code gave), the signal delivered; `nil` for the others.
-    public var reason: String? {
+    package var reason: String? {
         switch kind {
         case .startFailed(_, let reason), .listenerFailed(_, _, let reason), .fatalFault(_, let reason):
             reason
@@ -129,8 +126,8 @@ public struct LifecycleRecord: Sendable, Hashable, CustomStringConvertible {
 
     /// One line: the event, then what it carries (`reload-rejected generation 1 configuration:
     /// the port is in use`).
-    public var description: String {
-        var line = event.description
+    package var line: String {
+        var line = event.name
         if let generation { line += " generation \(generation)" }
         switch (listener, reason) {
         case (let listener?, let reason?): line += " \(listener): \(reason)"

@@ -1,14 +1,13 @@
 import VigilPlatform
 
-/// A POSIX signal the daemon owns: what a user-signal event carries (``sigusr1``, ``sigusr2``)
-/// and what asked the daemon to stop (``sigterm``, ``sigint``).
+/// A POSIX signal the daemon owns: what a user-signal event carries (``sigusr1``, ``sigusr2``).
 ///
 /// Like `UnixSignal` from swift-service-lifecycle, but open (inside the package) to real-time
 /// signals, which the mediator's signal map can own. Its `description` is the C spelling, as
 /// systemd and `kill -l` print it.
 public struct ProcessSignal: Hashable, Sendable, CustomStringConvertible {
     /// The signal number, as `kill(2)` takes it.
-    public let rawValue: Int32
+    package let rawValue: Int32
 
     /// Wraps a signal number.
     ///
@@ -20,9 +19,9 @@ public struct ProcessSignal: Hashable, Sendable, CustomStringConvertible {
     /// Hangup: `systemctl reload` under `Type=notify-reload`, and `kill -HUP`.
     package static let sighup = Self(rawValue: SIGHUP)
     /// Termination: what `systemctl stop` sends.
-    public static let sigterm = Self(rawValue: SIGTERM)
+    package static let sigterm = Self(rawValue: SIGTERM)
     /// Interrupt: Ctrl-C on a terminal.
-    public static let sigint = Self(rawValue: SIGINT)
+    package static let sigint = Self(rawValue: SIGINT)
     /// User-defined signal 1.
     public static let sigusr1 = Self(rawValue: SIGUSR1)
     /// User-defined signal 2.

@@ -7,7 +7,7 @@ import Synchronization
 /// Nothing in ``ListenerContext/values`` changes until commit.
 public final class ReloadTransaction: Sendable {
     /// The configuration generation this reload would make current (the running one + 1).
-    public let generation: Int
+    package let generation: Int
 
     /// Values proposed for this reload, visible to the listeners prepared after the proposer.
     public let proposed = ValueStore()

@@ -103,18 +103,18 @@ public final class ServiceListener: Listener {
     private let signalled: UserSignal?
 
     /// Checks a proposed reload (``Listener/prepareReload(_:context:)``).
-    public typealias PrepareReload =
+    package typealias PrepareReload =
         @Sendable (ReloadTransaction, ListenerContext) async throws -> ReloadDecision
     /// Applies a committed reload (``Listener/commitReload(_:context:)``): the listeners this
     /// one depends on have committed, so `context.values` holds the new values (the new
     /// configuration, from `ConfigurationListener`).
-    public typealias CommitReload = @Sendable (ReloadTransaction, ListenerContext) async throws -> Void
+    package typealias CommitReload = @Sendable (ReloadTransaction, ListenerContext) async throws -> Void
     /// Frees memory when the daemon hears memory pressure (``Listener/memoryPressure(context:)``),
     /// within the listener's memory-pressure budget.
-    public typealias MemoryPressure = @Sendable (ListenerContext) async throws -> Void
+    package typealias MemoryPressure = @Sendable (ListenerContext) async throws -> Void
     /// Answers `SIGUSR1` or `SIGUSR2` (``Listener/userSignal(_:context:)``) within the listener's
     /// user-signal budget: run a job now, report, rotate.
-    public typealias UserSignal = @Sendable (ProcessSignal, ListenerContext) async throws -> Void
+    package typealias UserSignal = @Sendable (ProcessSignal, ListenerContext) async throws -> Void
 
     /// A listener that runs the `Service` that `makeService` builds.
     ///
@@ -138,10 +138,10 @@ public final class ServiceListener: Listener {
         name: String,
         dependencies: [String] = [],
         budgets: ListenerBudgets? = nil,
-        prepareReload: PrepareReload? = nil,
-        commitReload: CommitReload? = nil,
-        memoryPressure: MemoryPressure? = nil,
-        userSignal: UserSignal? = nil,
+        prepareReload: (@Sendable (ReloadTransaction, ListenerContext) async throws -> ReloadDecision)? = nil,
+        commitReload: (@Sendable (ReloadTransaction, ListenerContext) async throws -> Void)? = nil,
+        memoryPressure: (@Sendable (ListenerContext) async throws -> Void)? = nil,
+        userSignal: (@Sendable (ProcessSignal, ListenerContext) async throws -> Void)? = nil,
         shutdownHistory: (any ShutdownHistory)? = nil,
         service makeService: @escaping @Sendable (ReadySignal) async throws -> Part
     ) {
@@ -176,10 +176,10 @@ public final class ServiceListener: Listener {
         name: String,
         dependencies: [String] = [],
         budgets: ListenerBudgets? = nil,
-        prepareReload: PrepareReload? = nil,
-        commitReload: CommitReload? = nil,
-        memoryPressure: MemoryPressure? = nil,
-        userSignal: UserSignal? = nil,
+        prepareReload: (@Sendable (ReloadTransaction, ListenerContext) async throws -> ReloadDecision)? = nil,
+        commitReload: (@Sendable (ReloadTransaction, ListenerContext) async throws -> Void)? = nil,
+        memoryPressure: (@Sendable (ListenerContext) async throws -> Void)? = nil,
+        userSignal: (@Sendable (ProcessSignal, ListenerContext) async throws -> Void)? = nil,
         shutdownHistory: (any ShutdownHistory)? = nil,
         run: @escaping @Sendable (ReadySignal) async throws -> Void
     ) {

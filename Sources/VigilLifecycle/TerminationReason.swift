@@ -30,7 +30,7 @@ public struct TerminationReason: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The signal that asked the daemon to stop, if a signal did.
-    public var signal: ProcessSignal? {
+    package var signal: ProcessSignal? {
         if case .signal(let signal) = wrapped { return signal }
         return nil
     }

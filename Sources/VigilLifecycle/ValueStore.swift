@@ -10,13 +10,6 @@ import Synchronization
 public protocol ValueKey: Sendable {
     /// The type of the value stored under this key.
     associatedtype Value: Sendable
-
-    /// A name for diagnostics; defaults to the key's type name.
-    static var name: String { get }
-}
-
-extension ValueKey {
-    public static var name: String { String(describing: Self.self) }
 }
 
 /// Typed values that listeners hand each other through the mediator, instead of globals.
@@ -44,7 +37,7 @@ public final class ValueStore: Sendable {
         line: Int = #line
     ) throws -> Key.Value {
         guard let value = self[key] else {
-            throw ListenerGroupError.missingValue(key.name, file: file, line: line)
+            throw ListenerGroupError.missingValue(String(describing: key), file: file, line: line)
         }
         return value
     }

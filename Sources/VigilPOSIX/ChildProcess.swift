@@ -27,8 +27,7 @@ import VigilPlatform
 /// `EventLoopExecutor`, one `poll` thread per waiting child) watches it; a hundred running jobs
 /// take no thread of Swift concurrency's small pool (a blocking `waitpid` on it would hold one
 /// each, and two are enough to stall it on a two-core machine). The loop watches 64
-/// descriptors at most; past that, each further waiting child takes a `poll` thread. ``wait()``
-/// blocks: for a thread of your own.
+/// descriptors at most; past that, each further waiting child takes a `poll` thread.
 ///
 /// **Process groups.** A job that starts children of its own (a shell script, `make`) is
 /// started with `inOwnProcessGroup: true`, and ``send(_:toProcessGroup:)`` signals it and every
@@ -39,7 +38,7 @@ import VigilPlatform
 ///
 /// The child inherits the descriptors not marked close-on-exec (Vigil opens its own with
 /// `O_CLOEXEC`) and the daemon's standard input, output and error (under systemd, the journal).
-public struct ChildProcess: Sendable, Hashable {
+public struct ChildProcess: Sendable {
     /// The child's pid.
     public let pid: Int32
 
@@ -57,10 +56,6 @@ public struct ChildProcess: Sendable, Hashable {
         self.pid = pid
         reaped = Reaped()
     }
-
-    public static func == (lhs: ChildProcess, rhs: ChildProcess) -> Bool { lhs.pid == rhs.pid }
-
-    public func hash(into hasher: inout Hasher) { hasher.combine(pid) }
 
     /// How a child ended.
     public enum Termination: Sendable, Hashable, CustomStringConvertible {
@@ -192,7 +187,7 @@ public struct ChildProcess: Sendable, Hashable {
     ///   `waitpid(-1, …)` of the daemon's own, say).
     ///
     /// The corresponding C function is `waitpid`.
-    public func wait() throws(SystemError) -> Termination {
+    package func wait() throws(SystemError) -> Termination {
         // After waitid reported the end, the reap finds it; nil would mean another process
         // took the pid between the two calls, which only a reap elsewhere allows.
         guard let ended = try reap(blocking: true) else {
@@ -205,8 +200,7 @@ public struct ChildProcess: Sendable, Hashable {
     /// pid as the group's id: a child started with `inOwnProcessGroup: true`, and the children
     /// it started, while any of them runs, even after the child itself ended).
     ///
-    /// - Important: To the child alone, only while it has not been reaped (by ``wait()`` or
-    ///   `termination()`): after that, its pid may have been given to another process. To its
+    /// - Important: To the child alone, only while it has not been reaped (by `termination()`): after that, its pid may have been given to another process. To its
     ///   group, while any process of the group runs (the kernel gives no new process a pid that
     ///   is still a group's id); once the whole group is gone, the id is free again.
     ///

@@ -16,7 +16,7 @@ public struct SystemError: Error, Hashable, Sendable, CustomStringConvertible {
     public let errno: Int32
     /// What was being done, as a verb that reads after "cannot": `read`, `create`,
     /// `rename /x.tmp to`, `send 'READY=1' to`.
-    public let operation: String
+    package let operation: String
     /// What it was done to: a path, or a socket's address.
     public let path: String
     /// Why, when the OS's words for ``errno`` would not say it ("it is a FIFO (named pipe), not
@@ -38,7 +38,7 @@ public struct SystemError: Error, Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The reason: ``detail``, else the OS's words for ``errno`` ("No such file or directory").
-    public var reason: String { detail ?? Self.describe(errno) }
+    package var reason: String { detail ?? Self.describe(errno) }
 
     /// `cannot <operation> <path>: <reason>`; a path over 256 characters is cut there and its
     /// length given (a path from outside may be huge; a message stays short).

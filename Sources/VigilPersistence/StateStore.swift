@@ -196,7 +196,7 @@ public final class StateStore: Sendable {
     ///   leaving the file as it is, when reading failed for a reason that passes (`EAGAIN`:
     ///   another process holds a lease or lock on it; `EIO`, `EMFILE`, `ENFILE`, `ENOMEM`), or
     ///   when `path` is a directory (the state directory passed for the state file, say).
-    public convenience init(path: String) throws {
+    package convenience init(path: String) throws {
         try self.init(path: path, read: { _ in })
     }
 
@@ -268,7 +268,7 @@ public final class StateStore: Sendable {
     ///
     /// A stored value that does not decode, or that `validate` rejects, is neither used nor
     /// lost: the file as read at open is moved aside to `<path>.corrupt-<n>` (its original
-    /// bytes), the key is dropped from the store, and ``StateStoreError/Code/invalidEntry`` is thrown with the key
+    /// bytes), the key is dropped from the store, and a ``StateStoreError`` is thrown with the key
     /// path, what was expected and what was found. A listener that catches it logs it and
     /// starts from empty state for its key; one that does not fails its start, and the next
     /// start finds the key gone. Other keys are kept and written at the next checkpoint.
@@ -375,7 +375,7 @@ public final class StateStore: Sendable {
 
     /// Stores `value` under `key`; it reaches the file at the next checkpoint.
     ///
-    /// - Throws: ``StateStoreError/Code/invalidKey`` for `formatVersion` or a `key` with more than 30 combining marks
+    /// - Throws: ``StateStoreError`` for `formatVersion` or a `key` with more than 30 combining marks
     ///   in a row, which the file's reader refuses (comparing or hashing one takes quadratic
     ///   time); ``StateStoreError/Code/tooLarge`` for a value the file cannot hold whatever else
     ///   is stored: over 16 MiB written compactly, or nesting arrays and objects more than

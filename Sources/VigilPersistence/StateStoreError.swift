@@ -8,7 +8,7 @@ import VigilPlatform
 /// escaped.
 public struct StateStoreError: Error, Hashable, CustomStringConvertible {
     /// What kind of failure this is; compare with the static members.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable {
         private enum Base: Hashable, Sendable {
             case newerFormat, invalidFile, unreadable, invalidKey, invalidEntry, tooLarge
         }
@@ -18,25 +18,23 @@ public struct StateStoreError: Error, Hashable, CustomStringConvertible {
 
         /// The file was written by a newer version (its `formatVersion` is higher than this
         /// build reads); it is left as it is.
-        public static let newerFormat = Self(.newerFormat)
+        package static let newerFormat = Self(.newerFormat)
         /// The file does not parse or does not have the expected shape (it is moved aside).
-        public static let invalidFile = Self(.invalidFile)
+        package static let invalidFile = Self(.invalidFile)
         /// The file could not be read for a reason that passes (a lease, `EIO`, no
         /// descriptors); it is left as it is and the open fails.
-        public static let unreadable = Self(.unreadable)
+        package static let unreadable = Self(.unreadable)
         /// ``StateStore/set(_:forKey:)`` cannot store the key (`formatVersion`, or one the
         /// file's reader would refuse).
-        public static let invalidKey = Self(.invalidKey)
+        package static let invalidKey = Self(.invalidKey)
         /// A stored value does not decode as the listener's type, or its validation rejects it.
-        public static let invalidEntry = Self(.invalidEntry)
+        package static let invalidEntry = Self(.invalidEntry)
         /// More than the state file may hold, so that the reader at the next start would refuse
         /// it: ``StateStore/set(_:forKey:)`` refuses a value over 16 MiB or nested too deeply
         /// (nothing is stored), and ``StateStore/checkpoint(force:)`` a state over 16 MiB (the
         /// file keeps the previous checkpoint). The description names the key or the largest
         /// values.
         public static let tooLarge = Self(.tooLarge)
-
-        public var description: String { "\(base)" }
     }
 
     /// What kind of failure this is.
@@ -51,8 +49,10 @@ public struct StateStoreError: Error, Hashable, CustomStringConvertible {
     package var column = 0
     /// What was expected and what was found, or why a key cannot be stored.
     package var reason: String = ""
-    /// Where the file (its bytes as read at open) was moved.
-    package var movedAside: String?
+    /// Where the state file (its bytes as read at open) was moved, when a stored value did not
+    /// decode or validate (``StateStore/value(_:forKey:validate:)``): the file to look at, or
+    /// `nil` when nothing was moved.
+    public internal(set) var movedAside: String?
     /// The format version found, for ``Code/newerFormat``.
     package var version = 0
     /// The key as given, for ``Code/invalidKey`` and a ``Code/tooLarge`` from

@@ -114,7 +114,7 @@ package final class CommittedConfigProvider: ConfigProvider, Sendable {
 
     package func snapshot() -> any ConfigSnapshot { storage.withLock { $0.snapshot } }
 
-    nonisolated(nonsending) public func watchValue<Return: ~Copyable>(
+    nonisolated(nonsending) package func watchValue<Return: ~Copyable>(
         forKey key: AbsoluteConfigKey,
         type: ConfigType,
         updatesHandler:
@@ -135,7 +135,7 @@ package final class CommittedConfigProvider: ConfigProvider, Sendable {
         return try await updatesHandler(ConfigUpdatesAsyncSequence(stream))
     }
 
-    nonisolated(nonsending) public func watchSnapshot<Return: ~Copyable>(
+    nonisolated(nonsending) package func watchSnapshot<Return: ~Copyable>(
         updatesHandler:
             nonisolated(nonsending) (_ updates: ConfigUpdatesAsyncSequence<any ConfigSnapshot, Never>) async throws ->
             Return

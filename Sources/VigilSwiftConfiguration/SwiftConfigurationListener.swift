@@ -46,12 +46,12 @@ public final class SwiftConfigurationListener: Listener {
     ) {
         self.source = source
         self.validate = validate
-        provider = CommittedConfigProvider(name: "vigil: \(source)")
+        provider = CommittedConfigProvider(name: "vigil: \(source.displayName)")
         reader = ConfigReader(provider: provider)
     }
 
     /// Loads and validates the values from the source, as start and reload do.
-    public func load() throws -> [AbsoluteConfigKey: ConfigValue] {
+    package func load() throws -> [AbsoluteConfigKey: ConfigValue] {
         guard case .file(let path, let required) = source else { return [:] }
         let bytes: [UInt8]
         do {
@@ -134,8 +134,8 @@ public final class SwiftConfigurationListener: Listener {
     public func start(context: ListenerContext) async throws {
         provider.commit(try load())
         context.logger.info(
-            "Configuration generation \(context.generation) loaded from \(source)",
-            metadata: ["VIGIL_GENERATION": "\(context.generation)", "VIGIL_CONFIGURATION": "\(source)"]
+            "Configuration generation \(context.generation) loaded from \(source.displayName)",
+            metadata: ["VIGIL_GENERATION": "\(context.generation)", "VIGIL_CONFIGURATION": "\(source.displayName)"]
         )
     }
 

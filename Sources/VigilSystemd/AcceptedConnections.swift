@@ -25,7 +25,7 @@ import VigilPlatform
 /// `nil` — without `shutdown(2)` or `close(2)` on the listening socket: a socket systemd passed is
 /// shared with systemd, which keeps it listening while the service restarts, so connections
 /// that arrive meanwhile wait in its queue for the next instance instead of being refused. The
-/// open connections are handed the deadline (``Connection/stopDeadline``): one idle between
+/// open connections are handed the deadline: one idle between
 /// requests ends its read at once, one in the middle of a request may finish until the
 /// deadline. `ServiceListener` hands its part that deadline (`ReadySignal.onStop(_:)`).
 ///
@@ -94,7 +94,7 @@ public final class AcceptedConnections: AsyncSequence, Sendable {
     package var isStopped: Bool { poller.stopDeadline != nil }
 
     /// Connections accepted and not yet closed (for a connection limit).
-    public var openConnections: Int { poller.openConnectionCount }
+    package var openConnections: Int { poller.openConnectionCount }
 
     public func makeAsyncIterator() -> Iterator {
         Iterator(connections: self)

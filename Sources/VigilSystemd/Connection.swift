@@ -14,8 +14,8 @@ import VigilPlatform
 /// connection.close()
 /// ```
 ///
-/// At stop (``AcceptedConnections/stop(deadline:)``) the connection is handed the deadline
-/// (``stopDeadline``): a read that waits for a new request with nothing of it received ends at
+/// At stop (``AcceptedConnections/stop(deadline:)``) the connection is handed the deadline:
+/// a read that waits for a new request with nothing of it received ends at
 /// once (``readLine(maximumBytes:timeout:)`` returns `nil`, as at the end of the stream), and a
 /// request half received, or an answer half written, may go on until the deadline. A connection
 /// that has sent nothing yet is waited for until the deadline too: its client connected before
@@ -60,7 +60,7 @@ public final class Connection: Sendable, CustomStringConvertible {
 
     /// The instant by which the daemon wants this connection finished, once it began to stop;
     /// `nil` while it runs.
-    public var stopDeadline: ContinuousClock.Instant? {
+    package var stopDeadline: ContinuousClock.Instant? {
         poller.stopDeadline.map { deadline in
             let now = MonotonicClock.nanoseconds()
             let remaining = deadline > now ? Duration.nanoseconds(Int64(clamping: deadline - now)) : .zero
@@ -76,9 +76,9 @@ public final class Connection: Sendable, CustomStringConvertible {
     ///     (or the stop's deadline) allows.
     /// - Returns: the line, or `nil` at the end of the stream, or at stop when no part of a
     ///   new line had arrived.
-    /// - Throws: ``SystemdError``: `lineTooLong`, `endedMidLine` (the peer closed its side
-    ///   after part of a line), `notUTF8`, `timedOut`, `stopDeadlinePassed`, `closed`,
-    ///   `cancelled`, `failed`.
+    /// - Throws: ``SystemdError``, whose ``SystemdError/code`` is one of `lineTooLong`,
+    ///   `notUTF8`, `timedOut`, `stopDeadlinePassed` and `closed`, or another when the peer
+    ///   closed its side after part of a line, the task was cancelled or a system call failed.
     public func readLine(maximumBytes: Int = 8192, timeout: Duration? = nil) async throws(SystemdError) -> String? {
         guard let bytes = try await readLineBytes(maximumBytes: maximumBytes, timeout: timeout) else { return nil }
         guard let line = String(validating: bytes, as: UTF8.self) else {
@@ -135,7 +135,7 @@ public final class Connection: Sendable, CustomStringConvertible {
     ///
     /// - Returns: the bytes (the line buffer's first), or `nil` at the end of the stream or at
     ///   stop when nothing was waiting.
-    public func read(maximumBytes: Int = 65536, timeout: Duration? = nil) async throws(SystemdError) -> [UInt8]? {
+    package func read(maximumBytes: Int = 65536, timeout: Duration? = nil) async throws(SystemdError) -> [UInt8]? {
         let deadline = timeout.map { MonotonicClock.nanoseconds() &+ $0.nanoseconds }
         while true {
             let step = try state.withLock { state throws(SystemdError) -> ReadStep in
@@ -156,7 +156,15 @@ public final class Connection: Sendable, CustomStringConvertible {
         }
     }
 
-    /// Writes all of `text` as UTF-8.
+    /// Writes all of `text` as UTF-8, waiting while the peer's window is full.
+    ///
+    /// - Parameters:
+    ///   - text: what to write.
+    ///   - timeout: how long the whole write may take; `nil` waits as long as the peer (or the
+    ///     stop's deadline) allows.
+    /// - Throws: ``SystemdError``, whose ``SystemdError/code`` is `timedOut`,
+    ///   `stopDeadlinePassed` or `closed`, or another when the task was cancelled or the peer is
+    ///   gone (`EPIPE`, `ECONNRESET`: see ``SystemdError/cause``).
     public func write(_ text: String, timeout: Duration? = nil) async throws(SystemdError) {
         try await write(Array(text.utf8), timeout: timeout)
     }
@@ -169,7 +177,7 @@ public final class Connection: Sendable, CustomStringConvertible {
     ///     stop's deadline) allows.
     /// - Throws: ``SystemdError``: `timedOut`, `stopDeadlinePassed`, `closed`, `cancelled`,
     ///   `failed` (the peer is gone: `EPIPE`, `ECONNRESET`).
-    public func write(_ bytes: [UInt8], timeout: Duration? = nil) async throws(SystemdError) {
+    package func write(_ bytes: [UInt8], timeout: Duration? = nil) async throws(SystemdError) {
         let deadline = timeout.map { MonotonicClock.nanoseconds() &+ $0.nanoseconds }
         var offset = 0
         while offset < bytes.count {

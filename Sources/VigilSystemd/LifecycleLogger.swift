@@ -25,7 +25,7 @@ package struct LifecycleLogger: LifecycleObserver {
                 .notice,
                 "Started \(version) in \(timeToReady.microseconds / 1000) ms, configuration generation \(generation)",
                 .started,
-                record.event.description,
+                record.event.name,
                 [
                     "VIGIL_GENERATION": "\(generation)", "VIGIL_DURATION_USEC": "\(timeToReady.microseconds)",
                     "VIGIL_VERSION": "\(version)", "VIGIL_PID": "\(getpid())",
@@ -36,7 +36,7 @@ package struct LifecycleLogger: LifecycleObserver {
                 .critical,
                 "Start-up failed in \(listener): \(reason)",
                 .startFailed,
-                record.event.description,
+                record.event.name,
                 ["VIGIL_LISTENER": "\(listener)", "VIGIL_REASON": "\(reason)"]
             )
         case .reloadApplied(let generation, let duration):
@@ -44,7 +44,7 @@ package struct LifecycleLogger: LifecycleObserver {
                 .notice,
                 "Reload applied: configuration generation \(generation) is now in force",
                 .reloadApplied,
-                record.event.description,
+                record.event.name,
                 ["VIGIL_GENERATION": "\(generation)", "VIGIL_DURATION_USEC": "\(duration.microseconds)"]
             )
         case .reloadRejected(let rejection, let generation, let duration):
@@ -52,7 +52,7 @@ package struct LifecycleLogger: LifecycleObserver {
                 .error,
                 "Reload rejected by \(rejection.listener): \(sentence(rejection.reason)) Still running generation \(generation).",
                 .reloadRejected,
-                record.event.description,
+                record.event.name,
                 [
                     "VIGIL_GENERATION": "\(generation)", "VIGIL_LISTENER": "\(rejection.listener)",
                     "VIGIL_REASON": "\(rejection.reason)",
@@ -60,24 +60,24 @@ package struct LifecycleLogger: LifecycleObserver {
                 ]
             )
         case .userSignal(let signal):
-            log(.info, "Handled \(signal)", .userSignal, record.event.description, ["VIGIL_SIGNAL": "\(signal)"])
+            log(.info, "Handled \(signal)", .userSignal, record.event.name, ["VIGIL_SIGNAL": "\(signal)"])
         case .memoryPressure(let skipped):
             log(
                 .notice,
                 "Memory pressure reported by the service manager: asked every listener to release what it can"
                     + (skipped > 0 ? " (\(skipped) more report(s) within the rate limit were dropped)" : ""),
                 .memoryPressure,
-                record.event.description,
+                record.event.name,
                 ["VIGIL_SKIPPED": "\(skipped)"]
             )
         case .stopping(let reason):
-            log(.notice, "Stopping (\(reason))", .stopping, record.event.description, ["VIGIL_REASON": "\(reason)"])
+            log(.notice, "Stopping (\(reason))", .stopping, record.event.name, ["VIGIL_REASON": "\(reason)"])
         case .stopped(let uptime):
             log(
                 .notice,
                 "Stopped after \(uptime.components.seconds) s",
                 .stopped,
-                record.event.description,
+                record.event.name,
                 ["VIGIL_UPTIME_USEC": "\(uptime.microseconds)"]
             )
         case .listenerFailed:
@@ -87,7 +87,7 @@ package struct LifecycleLogger: LifecycleObserver {
                 .critical,
                 "Fatal fault in \(listener): \(reason); asking systemd to restart the daemon",
                 .watchdogFault,
-                record.event.description,
+                record.event.name,
                 ["VIGIL_LISTENER": "\(listener)", "VIGIL_REASON": "\(reason)"]
             )
         }

@@ -23,7 +23,7 @@ import VigilPlatform
 /// The socket is the caller's: ``close()`` it, or hand the descriptor to a server that owns it.
 public struct ListeningSocket: Sendable, Hashable {
     /// Where to listen when systemd passed no socket.
-    public enum Address: Sendable, Hashable, CustomStringConvertible {
+    public enum Address: Sendable, Hashable {
         /// TCP on a numeric IPv4 or IPv6 address (`127.0.0.1`, `::1`, `0.0.0.0`, `::`; brackets
         /// allowed) and a port; port 0 picks a free one (read it from ``ListeningSocket/port``).
         case tcp(host: String, port: UInt16)
@@ -32,7 +32,7 @@ public struct ListeningSocket: Sendable, Hashable {
         case unix(path: String)
 
         /// As `ListenStream=` spells it: `127.0.0.1:8080`, `[::1]:8080`, `/run/app.sock`.
-        public var description: String {
+        package var spelled: String {
             switch self {
             case .tcp(let host, let port):
                 host.contains(":") && !host.hasPrefix("[") ? "[\(host)]:\(port)" : "\(host):\(port)"
@@ -216,7 +216,7 @@ extension ListeningSocket {
         guard kind == S_IFSOCK else {
             throw SystemdError.listeningSocket(
                 .unusable,
-                "\(label) is \(FileSystem.describeKind(kind)), not a socket: pass a socket with ListenStream=\(address) in the .socket unit"
+                "\(label) is \(FileSystem.describeKind(kind)), not a socket: pass a socket with ListenStream=\(address.spelled) in the .socket unit"
             )
         }
         let type = try option(SO_TYPE, of: fd, label)
@@ -229,7 +229,7 @@ extension ListeningSocket {
                 }
             throw SystemdError.listeningSocket(
                 .unusable,
-                "\(label) is \(what): use ListenStream=\(address) (not \(line)) in the .socket unit"
+                "\(label) is \(what): use ListenStream=\(address.spelled) (not \(line)) in the .socket unit"
             )
         }
         guard try option(SO_ACCEPTCONN, of: fd, label) != 0 else {
@@ -252,7 +252,7 @@ extension ListeningSocket {
                 }
             throw SystemdError.listeningSocket(
                 .unusable,
-                "\(label) is \(describeFamily(family)) but this daemon listens on \(asked): use ListenStream=\(address) in the .socket unit"
+                "\(label) is \(describeFamily(family)) but this daemon listens on \(asked): use ListenStream=\(address.spelled) in the .socket unit"
             )
         }
         let flags = fcntl(fd, F_GETFD)
@@ -329,7 +329,7 @@ extension ListeningSocket {
         guard status == 0, let first = list?.pointee, let socketAddress = first.ai_addr else {
             throw SystemdError.listeningSocket(
                 .invalidAddress,
-                "cannot listen on \(address): '\(host)' is not a numeric IPv4 or IPv6 address; use e.g. 127.0.0.1, ::1, 0.0.0.0 (all IPv4) or :: (all)"
+                "cannot listen on \(address.spelled): '\(host)' is not a numeric IPv4 or IPv6 address; use e.g. 127.0.0.1, ::1, 0.0.0.0 (all IPv4) or :: (all)"
             )
         }
         return try bindAndListen(first.ai_family, socketAddress, first.ai_addrlen, address, backlog).get()
@@ -381,9 +381,9 @@ extension ListeningSocket {
     ) -> Result<ListeningSocket, SystemdError> {
         let fd = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else {
-            let cause = SystemError(path: "\(address)", operation: "create a socket for", errno: errno)
+            let cause = SystemError(path: "\(address.spelled)", operation: "create a socket for", errno: errno)
             return .failure(
-                SystemdError.listeningSocket(.bindFailed, "cannot create a socket for \(address)", cause: cause)
+                SystemdError.listeningSocket(.bindFailed, "cannot create a socket for \(address.spelled)", cause: cause)
             )
         }
         var yes: Int32 = 1
@@ -414,16 +414,18 @@ extension ListeningSocket {
                 case ENOENT: "the directory does not exist: create it (RuntimeDirectory= in the unit)"
                 default: "check the address"
                 }
-            let cause = SystemError(path: "\(address)", operation: "bind", errno: code)
+            let cause = SystemError(path: "\(address.spelled)", operation: "bind", errno: code)
             return .failure(
-                SystemdError.listeningSocket(.bindFailed, "cannot bind \(address): \(advice)", cause: cause)
+                SystemdError.listeningSocket(.bindFailed, "cannot bind \(address.spelled): \(advice)", cause: cause)
             )
         }
         guard listen(fd, max(backlog, 1)) == 0 else {
             let code = errno
             SystemCall.close(fd)
-            let cause = SystemError(path: "\(address)", operation: "listen on", errno: code)
-            return .failure(SystemdError.listeningSocket(.bindFailed, "cannot listen on \(address)", cause: cause))
+            let cause = SystemError(path: "\(address.spelled)", operation: "listen on", errno: code)
+            return .failure(
+                SystemdError.listeningSocket(.bindFailed, "cannot listen on \(address.spelled)", cause: cause)
+            )
         }
         return .success(ListeningSocket(fileDescriptor: fd, origin: .bound))
     }

@@ -23,11 +23,11 @@ import VigilPlatform
 /// (``store(_:name:)`` removes the older one first) or removed (``remove(name:)``).
 ///
 /// What comes back is validated like a state file: a regular file with all four seals, at most
-/// ``sizeLimit`` bytes. Parsing and checking the bytes is the caller's, as for any state from
+/// 16 MiB (the state file's limit). Parsing and checking the bytes is the caller's, as for any state from
 /// outside. Sends go through ``SystemdNotifier``: in order, never blocking the caller.
 public enum StoredSnapshot {
     /// The largest snapshot stored or restored: 16 MiB, the state file's limit.
-    public static let sizeLimit = FileSystem.stateLimit
+    package static let sizeLimit = FileSystem.stateLimit
 
     /// `F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE`.
     static let allSeals: Int32 = 0x1 | 0x2 | 0x4 | 0x8
@@ -39,7 +39,7 @@ public enum StoredSnapshot {
     /// stored under it (`FDSTOREREMOVE=1` first, then `FDSTORE=1` with the new sealed file).
     ///
     /// - Parameters:
-    ///   - bytes: the snapshot, at most ``sizeLimit`` bytes.
+    ///   - bytes: the snapshot, at most 16 MiB (the state file's limit).
     ///   - name: the `FDNAME=`: 1 to 255 printable ASCII characters, no `:`.
     /// - Returns: `false` when no service manager listens (`NOTIFY_SOCKET` unset): nothing was
     ///   stored.

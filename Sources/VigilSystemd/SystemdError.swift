@@ -8,7 +8,7 @@ import VigilPOSIX
 /// static members of ``Code``, never the message.
 public struct SystemdError: Error, Hashable, CustomStringConvertible {
     /// What kind of failure this is; compare with the static members.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable {
         private enum Base: Hashable, Sendable {
             case malformedEnvironment, notPassed, ambiguousName, alreadyAdopted, unusable
             case invalidAddress, bindFailed, storeFailed
@@ -38,7 +38,7 @@ public struct SystemdError: Error, Hashable, CustomStringConvertible {
         public static let unusable = Self(.unusable)
         /// The address to bind is not usable (not a numeric IP address, a path too long).
         public static let invalidAddress = Self(.invalidAddress)
-        /// `socket`, `bind` or `listen` failed; ``SystemdError/errno`` says why.
+        /// `socket`, `bind` or `listen` failed; ``SystemdError/cause`` says why.
         public static let bindFailed = Self(.bindFailed)
         /// Handing a socket or a snapshot to systemd's file-descriptor store failed (making,
         /// sealing or sending it with `FDSTORE=1`).
@@ -49,7 +49,7 @@ public struct SystemdError: Error, Hashable, CustomStringConvertible {
         /// A line longer than the reader's `maximumBytes` (without its line break).
         public static let lineTooLong = Self(.lineTooLong)
         /// The peer closed its side in the middle of a line.
-        public static let endedMidLine = Self(.endedMidLine)
+        package static let endedMidLine = Self(.endedMidLine)
         /// Bytes that are not UTF-8: a line (``Connection/readLine(maximumBytes:timeout:)``) or a
         /// credential read as text (``Credentials/readString(_:)``).
         public static let notUTF8 = Self(.notUTF8)
@@ -60,26 +60,27 @@ public struct SystemdError: Error, Hashable, CustomStringConvertible {
         /// The connection was closed by this process.
         public static let closed = Self(.closed)
         /// The calling task was cancelled.
-        public static let cancelled = Self(.cancelled)
+        package static let cancelled = Self(.cancelled)
         /// A system call on the connection failed (the peer reset it, say): ``SystemdError/cause``.
-        public static let failed = Self(.failed)
+        package static let failed = Self(.failed)
 
         // Credentials and stored snapshots.
 
         /// The name is not one systemd can give a credential, or not a valid `FDNAME=`.
-        public static let invalidName = Self(.invalidName)
+        package static let invalidName = Self(.invalidName)
         /// `CREDENTIALS_DIRECTORY` is unset or holds no credential of that name: the unit does
         /// not supply it.
         public static let missing = Self(.missing)
         /// The credential exists but is not a regular file, is too large, or cannot be read.
-        public static let unreadable = Self(.unreadable)
+        package static let unreadable = Self(.unreadable)
         /// The snapshot is over ``StoredSnapshot/sizeLimit``.
-        public static let tooLarge = Self(.tooLarge)
+        package static let tooLarge = Self(.tooLarge)
         /// What came back under the name is not a valid snapshot (or the socket-activation
         /// variables are malformed).
-        public static let invalid = Self(.invalid)
+        package static let invalid = Self(.invalid)
 
-        public var description: String { "\(base)" }
+        /// The code as the source spells it (`lineTooLong`), for the package's probes and tests.
+        package var name: String { "\(base)" }
     }
 
     /// How ``description`` shows the ``cause``: each family of failures kept its own words.
@@ -95,7 +96,7 @@ public struct SystemdError: Error, Hashable, CustomStringConvertible {
     /// What kind of failure this is.
     public let code: Code
     /// The credential's or the snapshot's name as asked for; `nil` for sockets and connections.
-    public let name: String?
+    package let name: String?
     /// What happened and what to do.
     public let message: String
     /// The failed system call underneath, when one failed: its `errno`, what it did and to what.
@@ -103,7 +104,7 @@ public struct SystemdError: Error, Hashable, CustomStringConvertible {
     private let causeStyle: CauseStyle
 
     /// The `errno` of the failed system call, when one failed.
-    public var errno: Int32? { cause?.errno }
+    package var errno: Int32? { cause?.errno }
 
     package init(
         _ code: Code,

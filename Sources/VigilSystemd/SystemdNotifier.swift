@@ -26,7 +26,7 @@ public struct SystemdNotifier: Sendable {
     public init() {}
 
     /// `true` when `NOTIFY_SOCKET` is set, i.e. a service manager listens.
-    public var isEnabled: Bool { getenv("NOTIFY_SOCKET") != nil }
+    package var isEnabled: Bool { getenv("NOTIFY_SOCKET") != nil }
 
     /// Sends `text` (newline-separated assignments such as `READY=1\nSTATUS=Running`) as one
     /// datagram.

@@ -109,7 +109,7 @@ for action in CommandLine.arguments.dropFirst() {
             socket.close()  // a queued duplicate keeps the socket alive until it is sent
             report("stored=\(stored) open=\(open)")
         } catch {
-            report("error code=\(error.code) errno=\(error.errno.map { "\($0)" } ?? "-"): \(error)")
+            report("error code=\(error.code.name) errno=\(error.errno.map { "\($0)" } ?? "-"): \(error)")
         }
     case "burst":
         let start = clock.now
@@ -162,21 +162,21 @@ for action in CommandLine.arguments.dropFirst() {
         do throws(SystemdError) {
             report("credential \(argument)=\(try Credentials.readString(argument))")
         } catch {
-            report("error code=\(error.code): \(error)")
+            report("error code=\(error.code.name): \(error)")
         }
     case "snapshot-store":
         let parts = argument.split(separator: ":", maxSplits: 1).map(String.init)
         do throws(SystemdError) {
             report("stored=\(try StoredSnapshot.store(Array((parts.count > 1 ? parts[1] : "").utf8), name: parts[0]))")
         } catch {
-            report("error code=\(error.code): \(error)")
+            report("error code=\(error.code.name): \(error)")
         }
     case "snapshot-restore":
         do throws(SystemdError) {
             let bytes = try StoredSnapshot.restore(name: argument)
             report("restored \(argument)" + (bytes.map { "=" + String(decoding: $0, as: UTF8.self) } ?? " none"))
         } catch {
-            report("error code=\(error.code): \(error)")
+            report("error code=\(error.code.name): \(error)")
         }
     case "snapshot-bump":
         do throws(SystemdError) {
@@ -187,7 +187,7 @@ for action in CommandLine.arguments.dropFirst() {
             try StoredSnapshot.store(Array("\(next)".utf8), name: argument)
             report("snapshot \(argument)=\(next)")
         } catch {
-            report("error code=\(error.code): \(error)")
+            report("error code=\(error.code.name): \(error)")
         }
     case "wait":
         while true { pause() }

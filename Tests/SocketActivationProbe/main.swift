@@ -60,7 +60,7 @@ do throws(SystemdError) {
         try socket.storeInServiceManager(name: name)
     }
 } catch {
-    say("error: \(error.code): \(error)\n")
+    say("error: \(error.code.name): \(error)\n")
     exit(1)
 }
 let origin =
@@ -74,7 +74,7 @@ do throws(SystemdError) {
     let second = try ListeningSocket(name: name, orBind: .tcp(host: "127.0.0.1", port: storePort ?? 0))
     again = second.origin == .bound ? "bound" : "adopted"
 } catch {
-    again = "\(error.code)"
+    again = error.code.name
 }
 let cloexec = fcntl(socket.fileDescriptor, F_GETFD) & FD_CLOEXEC != 0 ? 1 : 0
 let line =

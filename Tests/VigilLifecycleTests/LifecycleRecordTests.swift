@@ -1,7 +1,7 @@
 import Testing
 import VigilLifecycle
 
-/// What an observer outside the package reads of a record: its event and what it carries.
+/// What a record reads as: its event (all an observer outside the package compares) and what it carries.
 @Suite struct LifecycleRecordTests {
     @Test func aRejectionCarriesItsListenerReasonAndTheGenerationStillInForce() {
         let record = LifecycleRecord(
@@ -12,7 +12,7 @@ import VigilLifecycle
         #expect(record.generation == 3)
         #expect(record.listener == "configuration")
         #expect(record.reason == "port in use")
-        #expect("\(record)" == "reload-rejected generation 3 configuration: port in use")
+        #expect(record.line == "reload-rejected generation 3 configuration: port in use")
     }
 
     @Test func eachKindHasItsEventAndOnlyWhatItCarries() {
@@ -22,10 +22,10 @@ import VigilLifecycle
         let stopping = LifecycleRecord(.stopping(.signal(.sigterm)))
         #expect(stopping.event == .stopping && stopping.reason == "SIGTERM" && stopping.generation == nil)
         let signal = LifecycleRecord(.userSignal(.sigusr2))
-        #expect("\(signal)" == "user-signal SIGUSR2")
+        #expect(signal.line == "user-signal SIGUSR2")
         let failed = LifecycleRecord(.listenerFailed(listener: "worker", event: "reload", reason: "threw"))
         #expect(failed.event == .listenerFailed && failed.listener == "worker" && failed.reason == "threw")
-        #expect(LifecycleRecord(.stopped(uptime: .seconds(2))).description == "stopped")
-        #expect(LifecycleRecord.Event.memoryPressure.description == "memory-pressure")
+        #expect(LifecycleRecord(.stopped(uptime: .seconds(2))).line == "stopped")
+        #expect(LifecycleRecord.Event.memoryPressure.name == "memory-pressure")
     }
 }

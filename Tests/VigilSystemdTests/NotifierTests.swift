@@ -164,7 +164,7 @@ struct NotifyProbe {
         let reports = try await probe.reports(1)
         #expect(try await probe.process.waitForExit() == 0)
         #expect(
-            reports[0].hasPrefix("error code=\(SystemdError.Code.storeFailed) errno=\(ENOENT): "),
+            reports[0].hasPrefix("error code=\(SystemdError.Code.storeFailed.name) errno=\(ENOENT): "),
             "\(reports)"
         )
     }

@@ -190,8 +190,9 @@ final class ReloadFixture: Sendable {
     let running = RunningDaemon()
 
     func start() async throws {
+        // A start that fails would leave the wait for "started" hanging: the file must be there.
+        guard access(Self.reference, R_OK) == 0 else { throw BenchmarkError("cannot read \(Self.reference)") }
         let configuration = ConfigurationListener<ReferenceConfiguration>(source: .file(Self.reference, required: true))
-        _ = try configuration.load()
         try await running.start(
             (0..<9).map { CountingListener(name: "listener-\($0)", dependencies: ["configuration"]) },
             with: [configuration]
