@@ -98,7 +98,10 @@ package final class JournalSocket: Sendable {
                 guard state.connected else { return socket.send(bytes) }
                 let outcome = socket.sendConnected(bytes)
                 switch outcome {
-                case .failed(ECONNREFUSED), .failed(ENOTCONN), .failed(ECONNRESET):
+                // The peer is gone, or shut for reading (`EPIPE`: a socket another process
+                // still holds a copy of, which closing journald's own did not end): connect to
+                // what the path names now.
+                case .failed(ECONNREFUSED), .failed(ENOTCONN), .failed(ECONNRESET), .failed(EPIPE):
                     connect(&state)
                     return state.connected ? socket.sendConnected(bytes) : socket.send(bytes)
                 case .wouldBlock:

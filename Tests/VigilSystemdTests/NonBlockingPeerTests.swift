@@ -26,10 +26,25 @@ private final class StalledPeer {
 
     /// Closes the socket and binds a new one at the same path: journald restarted without its
     /// socket unit, as the sender sees it (a connected socket's peer is gone).
+    /// Shut down before it is closed: a child process another test forks meanwhile may hold a
+    /// copy of the descriptor until its exec, and the socket would outlive the close (an entry
+    /// sent to it was lost: one run in three with a busy loop on a CPU).
     func remake() throws {
+        shutdown(descriptor, Int32(SHUT_RDWR))
         close(descriptor)
         unlink(path)
         descriptor = try UnixDatagramSocket.bind(path: path)
+    }
+
+    /// Shuts the socket down for reading but keeps it open (another process holds a copy of
+    /// journald's socket), and binds a new one at the path. Returns the old descriptor, which
+    /// the caller closes.
+    func remakeKeepingTheOldShutDown() throws -> Int32 {
+        let old = descriptor
+        shutdown(old, Int32(SHUT_RDWR))
+        unlink(path)
+        descriptor = try UnixDatagramSocket.bind(path: path)
+        return old
     }
 
     /// Binds a new socket at the path while the old one stays open (and unread): a socket unit
@@ -167,6 +182,19 @@ private func nativeFields(_ bytes: [UInt8]) -> [String: String] {
         try peer.remake()
         log.info("after")
         #expect(nativeFields(try #require(peer.receive()))["MESSAGE"] == "after")
+    }
+
+    /// The old socket shut down but still open (a copy held elsewhere): the send fails with
+    /// `EPIPE`, which is a peer gone too; the entry goes to the socket bound anew, not to stderr.
+    @Test func aJournaldSocketShutDownButHeldGetsTheNextEntryToTheNewOne() throws {
+        let peer = try StalledPeer()
+        let log = logger(JournalSocket(path: peer.path))
+        log.info("before")
+        #expect(nativeFields(try #require(peer.receive()))["MESSAGE"] == "before")
+        let old = try peer.remakeKeepingTheOldShutDown()
+        defer { close(old) }
+        log.info("after")
+        #expect(nativeFields(try #require(peer.receive(seconds: 2)))["MESSAGE"] == "after")
     }
 
     @Test func aSocketBoundAnewWhileTheOldIsHeldGetsEntriesOnceTheOldQueueFills() throws {
