@@ -23,7 +23,7 @@ reload_stop_runs() {
   for i in $(seq 1 "$runs"); do
     ms=$(( (i - 1) * 2 % 60 ))
     # Also empties the start rate limit (StartLimitBurst=5 in 10 s), which these starts exceed.
-    in_sandbox systemctl reset-failed vigild
+    in_sandbox systemctl reset-failed vigild 2>/dev/null
     in_sandbox systemctl start vigild || { echo "run $i: systemctl start failed"; return 1; }
     before=$(cursor)
     in_sandbox systemctl reload --no-block vigild
@@ -45,8 +45,10 @@ mkdir -p "$root/etc/systemd/system/vigild.service.d"
 # An empty SuccessExitStatus= resets the list: the unit as it was before the fix.
 printf '[Service]\nSuccessExitStatus=\n' > "$root/etc/systemd/system/vigild.service.d/old-unit.conf"
 in_sandbox systemctl daemon-reload
-check "reload-stop ($reload_stop_version): without SuccessExitStatus=SIGTERM a run ends Result=signal (of at most 30)" \
-  reload_stop_runs 30 until-failure
+# Usually the first few runs fail; once in CI, with a build loading both CPUs beside the suite,
+# none of 30 did (the window is the few milliseconds before the reload's process execs): 60.
+check "reload-stop ($reload_stop_version): without SuccessExitStatus=SIGTERM a run ends Result=signal (of at most 60)" \
+  reload_stop_runs 60 until-failure
 rm -f "$root/etc/systemd/system/vigild.service.d/old-unit.conf"
 in_sandbox systemctl daemon-reload
 check "reload-stop ($reload_stop_version): the shipped unit says SuccessExitStatus=SIGTERM" \
