@@ -175,7 +175,7 @@ let package = Package(
         ),
         .testTarget(
             name: "VigilEventLoopTests",
-            dependencies: ["VigilEventLoop", "VigilTesting"]
+            dependencies: ["VigilEventLoop", "VigilPOSIX", "VigilTesting"]
         ),
         .testTarget(
             name: "VigilSystemdTests",

@@ -493,37 +493,15 @@ private final class WorkerThread: @unchecked Sendable {
         sem_init(semaphore, 0, 0)
     }
 
-    /// Starts the thread; returns the reason when it cannot.
+    /// Starts the thread (born with the signals blocked: `SystemThread`); returns the reason
+    /// when it cannot.
     func start() -> String? {
-        // Born with the signals blocked (a thread inherits its creator's mask), so that a
-        // signal sent to the process (SIGTERM, SIGHUP, …) is taken by the daemon's thread,
-        // never here, even when this thread is made before the daemon blocked the signals it
-        // owns (``BlockingWorker/startThread()``, in a daemon without VigilEarlySignals). Not
-        // the faults a crash raises on this thread (a blocked SIGSEGV kills the process without
-        // Swift's crash report), nor SIGPROF, which that report uses to stop the threads.
-        var blocked = sigset_t()
-        sigfillset(&blocked)
-        for kept in [SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS, SIGPROF] { sigdelset(&blocked, kept) }
-        var creator = sigset_t()
-        pthread_sigmask(SIG_SETMASK, &blocked, &creator)
-        defer { pthread_sigmask(SIG_SETMASK, &creator, nil) }
-        let context = Unmanaged.passRetained(self).toOpaque()
-        var thread = pthread_t()
-        let result = pthread_create(
-            &thread,
-            nil,
-            { context in
-                Unmanaged<WorkerThread>.fromOpaque(context!).takeRetainedValue().serve()
-                return nil
-            },
-            context
-        )
-        guard result == 0 else {
-            Unmanaged<WorkerThread>.fromOpaque(context).release()
-            return "pthread_create: \(String(cString: strerror(result)))"
+        do {
+            try SystemThread.startDetached { self.serve() }
+            return nil
+        } catch {
+            return "pthread_create: \(SystemError.describe(error.errno))"
         }
-        pthread_detach(thread)
-        return nil
     }
 
     /// Gives the thread its next call.

@@ -78,24 +78,14 @@ package final class DescriptorWatch: Sendable {
         guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &ends) == 0 else {
             throw Failure(errno: errno)
         }
-        let context = Unmanaged.passRetained(
-            ThreadContext(descriptor: descriptor, events: Int16(events.bits), wake: ends[0], box: box)
-        ).toOpaque()
-        var thread = pthread_t()
-        let created = pthread_create(
-            &thread,
-            nil,
-            { context in
-                Unmanaged<ThreadContext>.fromOpaque(context!).takeRetainedValue().run()
-                return nil
-            },
-            context
-        )
-        guard created == 0 else {
-            Unmanaged<ThreadContext>.fromOpaque(context).release()
+        let context = ThreadContext(descriptor: descriptor, events: Int16(events.bits), wake: ends[0], box: box)
+        let thread: pthread_t
+        do {
+            thread = try SystemThread.start { context.run() }
+        } catch {
             close(ends[0])
             close(ends[1])
-            throw Failure(errno: created)
+            throw Failure(errno: error.errno)
         }
         path = Mutex(.thread(thread, wake: ends[1]))
     }

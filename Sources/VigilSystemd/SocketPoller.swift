@@ -164,7 +164,7 @@ final class SocketPoller: Sendable {
     }
 
     private func spawnThread() {
-        if !PosixThread.start({ self.run() }) {
+        if (try? SystemThread.startDetached({ self.run() })) == nil {
             // No thread (out of memory or RLIMIT_NPROC): every wait ends at once as ready, so
             // the callers retry their non-blocking call; slower, never stuck.
             let ended = state.withLock { state -> [CheckedContinuation<Outcome, Never>] in

@@ -405,8 +405,9 @@ private final class NotifyConnection: Sendable {
     }
 
     private func spawnSender() {
-        let result = PosixThread.start(reporting: { self.drain() })
-        if result == 0 {
+        let refusal: SystemError
+        do {
+            try SystemThread.startDetached { self.drain() }
             let recovered = queue.withLock { queue in
                 defer { queue.senderRefused = false }
                 return queue.senderRefused
@@ -417,6 +418,8 @@ private final class NotifyConnection: Sendable {
                 )
             }
             return
+        } catch {
+            refusal = error
         }
         // No thread (RLIMIT_NPROC reached, or no memory): never send in place with a blocking
         // call, which would wait in the kernel for as long as systemd does not read and leave
@@ -430,8 +433,8 @@ private final class NotifyConnection: Sendable {
         if firstRefusal {
             StderrLogHandler.writeToStandardError(
                 "<3>Cannot start the thread that sends to the service manager's NOTIFY_SOCKET (pthread_create: "
-                    + "\(SystemError.describe(result))"
-                    + (result == EAGAIN ? ", RLIMIT_NPROC / LimitNPROC= reached?" : "")
+                    + "\(SystemError.describe(refusal.errno))"
+                    + (refusal.errno == EAGAIN ? ", RLIMIT_NPROC / LimitNPROC= reached?" : "")
                     + "): \(waiting) notification(s) wait, kept in order (past \(Self.maximumBacklog) the oldest "
                     + "are dropped and counted) and retried with the next notification\n"
             )

@@ -1,5 +1,6 @@
 import Testing
 import VigilEventLoop
+import VigilPOSIX
 import VigilPlatform
 import VigilTesting
 
@@ -287,15 +288,11 @@ import VigilTesting
         #expect(worker.threadCount == 1)
         // Made by a thread that blocks no signal.
         let blocked = await withCheckedContinuation { (continuation: CheckedContinuation<[Int32], Never>) in
-            final class Box: @unchecked Sendable {
-                let body: () -> Void
-                init(_ body: @escaping () -> Void) { self.body = body }
-            }
             // Written on the creating thread before it ends, read after `pthread_join`.
             final class Flag: @unchecked Sendable { var value = false }
             let creatorStillBlocksNothing = Flag()
             let other = BlockingWorker(maximumThreads: 1)
-            let box = Box {
+            let body: @Sendable () -> Void = {
                 var none = sigset_t()
                 sigemptyset(&none)
                 pthread_sigmask(SIG_SETMASK, &none, nil)
@@ -304,17 +301,7 @@ import VigilTesting
                 pthread_sigmask(SIG_BLOCK, nil, &after)
                 creatorStillBlocksNothing.value = sigismember(&after, SIGTERM) == 0 && sigismember(&after, SIGHUP) == 0
             }
-            var thread = pthread_t()
-            let made = pthread_create(
-                &thread,
-                nil,
-                { context in
-                    Unmanaged<Box>.fromOpaque(context!).takeRetainedValue().body()
-                    return nil
-                },
-                Unmanaged.passRetained(box).toOpaque()
-            )
-            guard made == 0 else {
+            guard let thread = try? SystemThread.start(body) else {
                 continuation.resume(returning: [-1])
                 return
             }
