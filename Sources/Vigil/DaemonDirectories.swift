@@ -6,11 +6,6 @@ package struct DaemonDirectories: Sendable {
     package var name: String
     package var environment: CommandEnvironment
 
-    package init(name: String, environment: CommandEnvironment) {
-        self.name = name
-        self.environment = environment
-    }
-
     /// What is wrong with the directories systemd passes (`CONFIGURATION_DIRECTORY`,
     /// `STATE_DIRECTORY`, `RUNTIME_DIRECTORY`), or `nil`: systemd sets absolute paths, and a
     /// relative or mangled one (bytes that are not UTF-8 come through as U+FFFD) would name

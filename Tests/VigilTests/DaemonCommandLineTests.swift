@@ -1,8 +1,9 @@
 import Glibc
 import Synchronization
 import Testing
-import Vigil
 import VigilTesting
+
+@testable import Vigil
 
 /// The command line every daemon gets from ``DaemonCommandLine``: parsed by hand, with the
 /// usage errors (exit 64), help and version that swift-argument-parser users expect, and the
