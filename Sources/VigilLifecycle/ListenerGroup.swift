@@ -325,7 +325,15 @@ package final class ListenerGroup: Service {
         var running: [any Listener] = []
         var doorbell = core.doorbell.makeAsyncIterator()
         while true {
+            var drained = 0
             while let event = core.nextEvent() {
+                // Events back to back (a reload that asks for the next, a burst of signals): let
+                // the other tasks of this executor run between them. Without it, on a
+                // cooperative pool one thread wide (one CPU) a reload requested by every reload
+                // held the pool for good: nothing else ran, not even the task that asked for
+                // SIGUSR1 (the suite pinned to one CPU hung there, 19 GB of records later).
+                if drained > 0 { await Task.yield() }
+                drained += 1
                 switch event.wrapped {
                 case .start: running = try await start(startedAt: startedAt)
                 case .terminate(let reason):

@@ -10,6 +10,9 @@ import VigilPlatform
 /// - `reload-slow`: every reload takes 3 s (its prepare phase waits; the failpoint listener comes
 ///   first, so a rejected reload is slow too), for a stop that arrives
 ///   while `systemctl reload` waits.
+/// - `reload-loop`: every reload asks for the next one as it prepares, so reloads follow one
+///   another for as long as the daemon runs, for a stop (and the watchdog) that must still be
+///   heard.
 /// - `stop-slow`: the stop takes 4 s (its terminate waits), as a graceful drain of in-flight work
 ///   would, for the watchdog's silence while stopping.
 ///
@@ -59,6 +62,7 @@ struct FailpointListener: Listener {
 
     func prepareReload(_ reload: ReloadTransaction, context: ListenerContext) async throws -> ReloadDecision {
         try await slowReload(context)
+        if failpoints.contains("reload-loop") { context.requestReload() }
         return .accept
     }
 
