@@ -326,13 +326,15 @@ package final class ListenerGroup: Service {
         var doorbell = core.doorbell.makeAsyncIterator()
         while true {
             var drained = 0
-            while let event = core.nextEvent() {
+            while true {
                 // Events back to back (a reload that asks for the next, a burst of signals): let
-                // the other tasks of this executor run between them. Without it, on a
-                // cooperative pool one thread wide (one CPU) a reload requested by every reload
-                // held the pool for good: nothing else ran, not even the task that asked for
-                // SIGUSR1 (the suite pinned to one CPU hung there, 19 GB of records later).
+                // the other tasks of this executor run between them, before the next is taken, so
+                // that a stop read meanwhile (the loop reads its signalfd then) goes first.
+                // Without it, on a cooperative pool one thread wide (one CPU) a reload requested
+                // by every reload held the pool for good, and on vigild's loop the signalfd and
+                // the watchdog's timer were never looked at again.
                 if drained > 0 { await Task.yield() }
+                guard let event = core.nextEvent() else { break }
                 drained += 1
                 switch event.wrapped {
                 case .start: running = try await start(startedAt: startedAt)

@@ -10,8 +10,8 @@ import VigilPlatform
 /// - `reload-slow`: every reload takes 3 s (its prepare phase waits; the failpoint listener comes
 ///   first, so a rejected reload is slow too), for a stop that arrives
 ///   while `systemctl reload` waits.
-/// - `reload-loop`: every reload asks for the next one as it prepares, so reloads follow one
-///   another for as long as the daemon runs, for a stop (and the watchdog) that must still be
+/// - `reload-loop`: every reload works for a millisecond without suspending, then asks for the
+///   next one as it prepares, so reloads follow one another for as long as the daemon runs, for a stop (and the watchdog) that must still be
 ///   heard.
 /// - `stop-slow`: the stop takes 4 s (its terminate waits), as a graceful drain of in-flight work
 ///   would, for the watchdog's silence while stopping.
@@ -62,7 +62,13 @@ struct FailpointListener: Listener {
 
     func prepareReload(_ reload: ReloadTransaction, context: ListenerContext) async throws -> ReloadDecision {
         try await slowReload(context)
-        if failpoints.contains("reload-loop") { context.requestReload() }
+        if failpoints.contains("reload-loop") {
+            // A millisecond of work that does not suspend: the mediator gets no other chance to
+            // let the loop run, and a test's reader keeps up with ~2,000 datagrams a second (a
+            // reader that falls behind makes the notifier skip the watchdog's pings).
+            usleep(1000)
+            context.requestReload()
+        }
         return .accept
     }
 
