@@ -447,6 +447,19 @@ extension ListenerGroup {
             }
         }
 
+        /// Whether ``nextEvent()`` would return an event now (without taking it).
+        var hasPendingEvent: Bool {
+            state.withLock { state in
+                switch state {
+                case .stopRequested: true
+                case .active(let active):
+                    active.start || active.reload || active.memoryPressure || !active.probes.isEmpty
+                        || !active.userSignals.isEmpty
+                case .initial, .stopping, .stopped: false
+                }
+            }
+        }
+
         /// The event of `kind` if one waits, taken from `active`.
         private static func take(_ kind: Kind, from active: inout Active) -> LifecycleEvent? {
             switch kind {

@@ -332,8 +332,9 @@ package final class ListenerGroup: Service {
                 // that a stop read meanwhile (the loop reads its signalfd then) goes first.
                 // Without it, on a cooperative pool one thread wide (one CPU) a reload requested
                 // by every reload held the pool for good, and on vigild's loop the signalfd and
-                // the watchdog's timer were never looked at again.
-                if drained > 0 { await Task.yield() }
+                // the watchdog's timer were never looked at again. Only when another event
+                // waits: after a lone event the loop goes back to the doorbell, as before.
+                if drained > 0, core.hasPendingEvent { await Task.yield() }
                 guard let event = core.nextEvent() else { break }
                 drained += 1
                 switch event.wrapped {
